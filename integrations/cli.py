@@ -1,0 +1,104 @@
+"""The ``mimir`` command: a thin adapter from the command line to :class:`mimir_core.Mimir`.
+
+Every subcommand takes ``--home`` (which store) and ``--json`` (machine-readable output). Errors
+print one line on stderr and exit non-zero. Later features register their subcommands by adding
+a module to :data:`COMMAND_MODULES` (each has ``register(subparsers, common)``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+#: Modules that add subcommands: ``register(subparsers, common_parser)``.
+COMMAND_MODULES: list[str] = ["mimir_integrations.cli_core"]
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def open_mimir(args: argparse.Namespace, **overrides: Any) -> Any:
+    """A :class:`Mimir` for the parsed arguments (``--home``), scoped to the current project."""
+    from mimir_core.memory import Mimir
+    from mimir_core.scope import scope_for
+    from mimir_core.settings import MimirSettings
+
+    settings = MimirSettings()
+    home = getattr(args, "home", None)
+    if home:
+        settings.home = Path(home).expanduser()
+        if not os.environ.get("MIMIR_STORE_URI"):
+            settings.store_uri = None
+    kwargs: dict[str, Any] = {"scope": settings.scope or scope_for(os.getcwd())}
+    kwargs.update(overrides)
+    return Mimir.from_settings(settings, **kwargs)
+
+
+def emit(args: argparse.Namespace, data: Any, human: Callable[[], str]) -> None:
+    """Print ``data`` as JSON with ``--json``, else the human rendering."""
+    if getattr(args, "json", False):
+        print(json.dumps(to_jsonable(data), ensure_ascii=False, indent=2))
+    else:
+        print(human())
+
+
+def to_jsonable(data: Any) -> Any:
+    """Pydantic models and containers of them as plain JSON data."""
+    if hasattr(data, "model_dump"):
+        return data.model_dump(mode="json")
+    if isinstance(data, (list, tuple)):
+        return [to_jsonable(d) for d in data]
+    if isinstance(data, dict):
+        return {k: to_jsonable(v) for k, v in data.items()}
+    return data
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser, with every registered subcommand."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", help="Mimir home directory (default: $MIMIR_HOME or ~/.mimir)")
+    common.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser = argparse.ArgumentParser(
+        prog="mimir",
+        description="Experience-driven memory for agents.",
+    )
+    from mimir_core import __version__
+
+    parser.add_argument("--version", action="version", version=f"mimir {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``mimir`` command; returns the exit code."""
+    from mimir_core.errors import MimirError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except MimirError as exc:
+        print(f"mimir: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # one clear line, never a stack trace (MIMIR_DEBUG=1 shows it)
+        if os.environ.get("MIMIR_DEBUG"):
+            raise
+        print(f"mimir: unexpected error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Core subcommands: demo, record, recall, recommend, stats, doctor, reindex."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .cli import emit, open_mimir
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add the core subcommands."""
+    p = sub.add_parser("demo", parents=[common], help="run the whole loop on a temporary store")
+    p.set_defaults(handler=cmd_demo)
+
+    p = sub.add_parser("record", parents=[common], help="record one experience")
+    p.add_argument("--task", required=True)
+    p.add_argument("--action", required=True)
+    p.add_argument("--outcome", required=True, help="success, failure or partial")
+    p.add_argument("--score", type=float)
+    p.add_argument("--reason")
+    p.add_argument("--context", help="a JSON object")
+    p.add_argument("--scope")
+    p.add_argument("--source", default="cli")
+    p.add_argument("--session-id")
+    p.add_argument("--key", dest="idempotency_key", help="idempotency key")
+    p.set_defaults(handler=cmd_record)
+
+    p = sub.add_parser("recall", parents=[common], help="recall relevant past attempts")
+    p.add_argument("query")
+    p.add_argument("-k", type=int, default=5)
+    p.add_argument("--outcome")
+    p.add_argument("--scope", help="a project, or * for every project")
+    p.add_argument("--since", help="ISO time or epoch seconds")
+    p.add_argument("--include-superseded", action="store_true")
+    p.set_defaults(handler=cmd_recall)
+
+    p = sub.add_parser("recommend", parents=[common], help="the best-supported action")
+    p.add_argument("task")
+    p.add_argument("--explore", action="store_true", help="Thompson sampling")
+    p.add_argument("--scope")
+    p.add_argument("--seed", type=int)
+    p.set_defaults(handler=cmd_recommend)
+
+    p = sub.add_parser("stats", parents=[common], help="summarise the store")
+    p.set_defaults(handler=cmd_stats)
+
+    p = sub.add_parser("doctor", parents=[common], help="check the installation and the store")
+    p.set_defaults(handler=cmd_doctor)
+
+    p = sub.add_parser("reindex", parents=[common], help="re-embed everything")
+    p.set_defaults(handler=cmd_reindex)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from mimir_core.errors import InvalidInputError
+
+    context = None
+    if args.context:
+        try:
+            context = json.loads(args.context)
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError("context", f"is not valid JSON ({exc.msg})") from exc
+    m = open_mimir(args)
+    exp = m.record(
+        args.task,
+        args.action,
+        args.outcome,
+        score=args.score,
+        reason=args.reason,
+        context=context,
+        scope=args.scope,
+        source=args.source,
+        session_id=args.session_id,
+        idempotency_key=args.idempotency_key,
+    )
+    emit(args, exp, lambda: f"recorded {exp.outcome} {exp.id}")
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from mimir_core.render import render_hits
+
+    m = open_mimir(args)
+    hits = m.recall(
+        args.query,
+        args.k,
+        outcome=args.outcome,
+        scope=args.scope,
+        since=_since(args.since),
+        include_superseded=args.include_superseded,
+    )
+    emit(args, hits, lambda: render_hits(hits, args.query))
+    return 0
+
+
+def _since(value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    from mimir_core.render import render_recommendation
+
+    m = open_mimir(args)
+    rec = m.recommend(args.task, explore=args.explore, scope=args.scope, seed=args.seed)
+    emit(args, rec, lambda: render_recommendation(rec, args.task))
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from mimir_core.render import render_stats
+
+    stats = open_mimir(args).stats()
+    emit(args, stats, lambda: render_stats(stats))
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    m = open_mimir(args)
+    n = m.reindex()
+    emit(
+        args,
+        {"reindexed": n, "embedder": m.embedder.name},
+        lambda: f"re-embedded {n} experience(s) with {m.embedder.name}",
+    )
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from mimir_core.doctor import run_checks
+
+    checks = run_checks(open_mimir(args))
+    ok = all(c["ok"] for c in checks)
+
+    def human() -> str:
+        lines = [f"{'✓' if c['ok'] else '✗'} {c['check']}: {c['detail']}" for c in checks]
+        lines.append("all good" if ok else "problems found")
+        return "\n".join(lines)
+
+    emit(args, {"ok": ok, "checks": checks}, human)
+    return 0 if ok else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from mimir_integrations.demo import run_demo
+
+    return run_demo(args)

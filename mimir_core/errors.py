@@ -1,0 +1,73 @@
+"""The one error family of Mimir's public API.
+
+Every error a caller can act on is a :class:`MimirError`. Subclasses say what kind of problem it
+is; the message always names the bad value or field so that one line is enough to fix the call.
+"""
+
+from __future__ import annotations
+
+
+class MimirError(Exception):
+    """Base class of every error Mimir raises on purpose."""
+
+
+class InvalidInputError(MimirError, ValueError):
+    """An argument or record field is missing, of the wrong type or out of range.
+
+    ``field`` names the offending field (``"outcome"``, ``"score"``, ...); ``value`` holds the value
+    that was rejected (shortened for display).
+    """
+
+    def __init__(self, field: str, message: str, value: object = None) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(f"{field}: {message}")
+
+
+class NotFoundError(MimirError, KeyError):
+    """No experience or lesson has the given id."""
+
+    def __init__(self, kind: str, ident: str) -> None:
+        self.kind = kind
+        self.ident = ident
+        super().__init__(f"no {kind} with id {ident!r}")
+
+    def __str__(self) -> str:  # KeyError would quote the whole message again
+        return str(self.args[0])
+
+
+class StoreError(MimirError):
+    """The store cannot be opened, read or written (permissions, disk, corruption)."""
+
+
+class SchemaVersionError(StoreError):
+    """The store was written by a newer Mimir whose schema this version does not know."""
+
+
+class EmbedderMismatchError(StoreError):
+    """The store's vectors come from another embedding model than the active one."""
+
+
+class EmbedderUnavailableError(MimirError):
+    """The configured embedder cannot be loaded (missing package or model files)."""
+
+
+class ConfigError(MimirError):
+    """A setting has an invalid value."""
+
+
+class OptionalDependencyError(MimirError, ImportError):
+    """An adapter needs an extra that is not installed; the message names the pip command."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{package} is not installed; install it with: pip install 'mimir-lessons[{extra}]'"
+        )
+
+
+def short(value: object, limit: int = 80) -> str:
+    """A value shortened for an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,480 @@
+"""The :class:`Mimir` facade: the one object every adapter calls."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .embed import CachedEmbedder, Embedder, make_embedder
+from .errors import InvalidInputError, NotFoundError, short
+from .recall import DEFAULT_TUNING as RECALL_TUNING
+from .recall import RecallTuning
+from .recall import recall as _recall
+from .recommend import DEFAULT_TUNING as RECOMMEND_TUNING
+from .recommend import RecommendTuning
+from .recommend import recommend as _recommend
+from .settings import MimirSettings
+from .store import (
+    AUDIT,
+    EXPERIENCE_COLUMNS,
+    EXPERIENCES,
+    LESSONS,
+    Store,
+    experience_row,
+    row_experience,
+    sql_in,
+    sql_str,
+)
+from .text import dumps
+from .types import OUTCOMES, Experience, Hit, Recommendation, Stats
+from .validate import build_experience, normalize_outcome, normalize_time
+
+log = logging.getLogger("mimir")
+
+ALL_SCOPES = "*"
+MAX_K = 100
+
+
+def _check_text(field: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError(field, f"must be a non-empty string; got {short(value)}", value)
+    return value
+
+
+def _check_k(value: object, field: str = "k") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_K:
+        raise InvalidInputError(field, f"must be an integer from 1 to {MAX_K}; got {short(value)}")
+    return value
+
+
+class Mimir:
+    """Experience-driven memory for agents, on one shared LanceDB store.
+
+    ``Mimir(home=None, *, store_uri=None, embedder=None, scope=None)``: arguments left at ``None``
+    are filled from :class:`~mimir_core.settings.MimirSettings` (``MIMIR_HOME`` or ``~/.mimir``,
+    ``MIMIR_STORE_URI``, ``MIMIR_EMBEDDER``...). The store and the embedding model load lazily,
+    on first use.
+
+    >>> m = Mimir("/tmp/mimir-doc", embedder="hash")        # doctest: +SKIP
+    >>> m.record("run the test suite", "pytest -x", "failure", reason="ModuleNotFoundError")
+    """
+
+    def __init__(
+        self,
+        home: str | Path | None = None,
+        *,
+        store_uri: str | None = None,
+        embedder: Embedder | str | None = None,
+        scope: str | None = None,
+        storage_options: Mapping[str, str] | None = None,
+        half_life_days: float | None = None,
+        redact_patterns: Sequence[str] = (),
+        settings: MimirSettings | None = None,
+    ) -> None:
+        needs_settings = home is None or embedder is None or store_uri is None
+        s = settings or (MimirSettings() if needs_settings else None)
+        self.home = Path(home if home is not None else s.home if s else "").expanduser()
+        self.store_uri = store_uri or (s.store_uri if s else None) or str(self.home / "store")
+        self.storage_options = dict(storage_options or (s.storage_options if s else {}) or {})
+        self.scope = scope if scope is not None else (s.scope if s else None)
+        self.half_life_days = half_life_days or (s.half_life_days if s else None)
+        self.redact_patterns = tuple(redact_patterns)
+        self._embedder_spec: Embedder | str = embedder or (s.embedder if s else "fastembed")
+        self._embedder: CachedEmbedder | None = None
+        self._store: Store | None = None
+        self._lock = threading.RLock()
+        self.recall_tuning: RecallTuning = RECALL_TUNING
+        self.recommend_tuning: RecommendTuning = RECOMMEND_TUNING
+
+    @classmethod
+    def from_settings(cls, settings: MimirSettings, **overrides: Any) -> Mimir:
+        """A Mimir configured entirely from ``settings`` (what adapters call)."""
+        kwargs: dict[str, Any] = {
+            "home": settings.home,
+            "store_uri": settings.store_uri,
+            "embedder": settings.embedder,
+            "scope": settings.scope,
+            "storage_options": settings.storage_options,
+            "half_life_days": settings.half_life_days,
+            "settings": settings,
+        }
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+    # -- lazy parts ------------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> CachedEmbedder:
+        """The active embedder (loaded on first use)."""
+        with self._lock:
+            if self._embedder is None:
+                inner = make_embedder(self._embedder_spec, self.home / "models" / "minilm-int8")
+                self._embedder = CachedEmbedder(inner)
+            return self._embedder
+
+    @property
+    def store(self) -> Store:
+        """The opened store (created and migrated on first use)."""
+        with self._lock:
+            if self._store is None:
+                self._store = self._open_store(check_embedder=True)
+            return self._store
+
+    def _open_store(self, *, check_embedder: bool) -> Store:
+        self._ensure_home()
+        emb = self.embedder
+        return Store(
+            self.store_uri,
+            lock_path=self.home / "locks" / "store.lock",
+            embed_model=emb.name,
+            dim=emb.dim,
+            storage_options=self.storage_options,
+            check_embedder=check_embedder,
+        )
+
+    def _ensure_home(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            self.home.chmod(0o700)
+        except OSError:  # not ours to change (a shared mount): leave it
+            pass
+
+    def _now(self) -> datetime:
+        return datetime.now(timezone.utc)
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def record(
+        self,
+        task: str,
+        action: str,
+        outcome: str,
+        *,
+        score: float | None = None,
+        reason: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        scope: str | None = None,
+        source: str | None = None,
+        session_id: str | None = None,
+        thread_id: str | None = None,
+        recalled_lesson_ids: Sequence[str] | None = None,
+        created_at: datetime | float | str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Experience:
+        """Record one experience and return it as stored.
+
+        With an ``idempotency_key``, recording the same key again returns the stored experience
+        instead of a duplicate (safe across processes). Raises :class:`InvalidInputError`.
+        """
+        return self.record_many(
+            [
+                {
+                    "task": task,
+                    "action": action,
+                    "outcome": outcome,
+                    "score": score,
+                    "reason": reason,
+                    "context": context,
+                    "scope": scope,
+                    "source": source,
+                    "session_id": session_id,
+                    "thread_id": thread_id,
+                    "recalled_lesson_ids": recalled_lesson_ids,
+                    "created_at": created_at,
+                    "idempotency_key": idempotency_key,
+                }
+            ]
+        )[0]
+
+    def record_failure(self, task: str, action: str, reason: str, **kwargs: Any) -> Experience:
+        """Record a failed attempt with the reason it failed."""
+        _check_text("reason", reason)
+        return self.record(task, action, "failure", reason=reason, **kwargs)
+
+    def record_many(self, items: Iterable[Mapping[str, Any] | Experience]) -> list[Experience]:
+        """Record a batch in one write (one embedding batch, one append). Returns them stored.
+
+        Items are mappings of :meth:`record`'s arguments. Every item is validated before
+        anything is written: one bad item raises and stores nothing.
+        """
+        exps: list[Experience] = []
+        for i, item in enumerate(items):
+            data = item.model_dump() if isinstance(item, Experience) else dict(item)
+            if not isinstance(item, (Mapping, Experience)):
+                raise InvalidInputError(f"items[{i}]", "must be a mapping of record() arguments")
+            if isinstance(item, Experience):
+                data["idempotency_key"] = data.get("idempotency_key") or item.id
+            unknown = set(data) - _RECORD_FIELDS - _EXPERIENCE_ONLY
+            if unknown:
+                raise InvalidInputError(sorted(unknown)[0], "is not an experience field")
+            if data.get("scope") is None and self.scope is not None:
+                data["scope"] = self.scope
+            fields = {k: v for k, v in data.items() if k in _RECORD_FIELDS}
+            exps.append(build_experience(**fields, extra_patterns=self.redact_patterns))
+        if not exps:
+            return []
+        emb = self.embedder
+        vectors = emb.embed([e.task for e in exps] + [e.action for e in exps])
+        n = len(exps)
+        rows = []
+        for i, exp in enumerate(exps):
+            exp.embed_model = emb.name
+            rows.append(experience_row(exp, vectors[i], vectors[n + i]))
+        self.store.insert_new(EXPERIENCES, rows)
+        stored = {e.id: e for e in self._get_many([e.id for e in exps])}
+        return [stored.get(e.id, e) for e in exps]
+
+    def supersede(self, old_id: str, new_id: str) -> None:
+        """Mark ``old_id`` as superseded by ``new_id`` (both must exist; no cycles)."""
+        _check_text("old_id", old_id)
+        _check_text("new_id", new_id)
+        if old_id == new_id:
+            raise InvalidInputError("new_id", f"cannot supersede {old_id!r} with itself")
+        with self.store.writing():
+            self.get(old_id)
+            cursor: str | None = new_id
+            seen: set[str] = set()
+            while cursor is not None and cursor not in seen:
+                if cursor == old_id:
+                    raise InvalidInputError(
+                        "new_id", f"{new_id!r} is already superseded by {old_id!r} (a cycle)"
+                    )
+                seen.add(cursor)
+                cursor = self.get(cursor).superseded_by
+            self.store.update(EXPERIENCES, f"id = {sql_str(old_id)}", {"superseded_by": new_id})
+            self.audit("api", old_id, "superseded", {"by": new_id})
+
+    def forget(self, ident: str) -> None:
+        """Really remove an experience or lesson, including from older table versions."""
+        _check_text("id", ident)
+        where = f"id = {sql_str(ident)}"
+        store = self.store
+        table = EXPERIENCES if store.count(EXPERIENCES, where) else None
+        if table is None and store.count(LESSONS, where):
+            table = LESSONS
+        if table is None:
+            raise NotFoundError("experience or lesson", ident)
+        store.delete(table, where)
+        store.purge(table)
+        self.audit("api", ident, "forgotten", {"table": table})
+
+    def audit(self, actor: str, subject_id: str, event: str, detail: Mapping[str, Any]) -> None:
+        """Append an entry to the audit log."""
+        import uuid
+
+        self.store.append(
+            AUDIT,
+            [
+                {
+                    "id": uuid.uuid4().hex,
+                    "ts": self._now().timestamp(),
+                    "actor": actor,
+                    "subject_id": subject_id,
+                    "event": event,
+                    "detail": dumps(dict(detail)),
+                }
+            ],
+        )
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def get(self, ident: str) -> Experience:
+        """The experience with this id (:class:`NotFoundError` if none)."""
+        found = self._get_many([ident])
+        if not found:
+            raise NotFoundError("experience", ident)
+        return found[0]
+
+    def _get_many(self, ids: Sequence[str]) -> list[Experience]:
+        rows = self.store.select(EXPERIENCES, sql_in("id", ids), EXPERIENCE_COLUMNS)
+        return [row_experience(r) for r in rows]
+
+    def _scope_filter(self, scope: str | None) -> tuple[list[str], str | None]:
+        """(where clauses, scope to prefer) for a scope argument."""
+        if scope is None:
+            return [], self.scope
+        if not isinstance(scope, str):
+            raise InvalidInputError("scope", f"must be a string; got {short(scope)}")
+        if scope == ALL_SCOPES:
+            return [], None
+        return [f"scope = {sql_str(scope)}"], None
+
+    def recall(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        outcome: str | None = None,
+        scope: str | None = None,
+        since: datetime | float | str | None = None,
+        include_superseded: bool = False,
+    ) -> list[Hit]:
+        """The relevant past attempts for ``query``, best first; empty when nothing is relevant.
+
+        ``scope``: ``None`` prefers this instance's scope, ``"*"`` searches every project, any
+        other string searches that project only.
+        """
+        _check_text("query", query)
+        _check_k(k)
+        clauses, prefer = self._scope_filter(scope)
+        if outcome is not None:
+            clauses.append(f"outcome = {sql_str(normalize_outcome(outcome))}")
+        if since is not None:
+            clauses.append(f"created_at >= {normalize_time('since', since).timestamp()!r}")
+        if not include_superseded:
+            clauses.append("superseded_by IS NULL")
+        qvec = self.embedder.embed_one(query)
+        return _recall(
+            self.store,
+            qvec,
+            query,
+            k,
+            where=" AND ".join(clauses) or None,
+            prefer_scope=prefer,
+            half_life_days=self.half_life_days,
+            now=self._now(),
+            tuning=self.recall_tuning,
+        )
+
+    def recommend(
+        self,
+        task: str,
+        *,
+        explore: bool = False,
+        scope: str | None = None,
+        seed: int | None = None,
+    ) -> Recommendation | None:
+        """The best-supported action for ``task`` with its confidence, or ``None``."""
+        import numpy as np
+
+        _check_text("task", task)
+        clauses, prefer = self._scope_filter(scope)
+        clauses.append("superseded_by IS NULL")
+        rng = np.random.default_rng(seed)
+        return _recommend(
+            self.store,
+            self.embedder.embed_one(task),
+            task,
+            where=" AND ".join(clauses),
+            explore=bool(explore),
+            rng=rng,
+            half_life_days=self.half_life_days,
+            now=self._now(),
+            prefer_scope=prefer,
+            tuning=self.recommend_tuning,
+        )
+
+    def recent(self, n: int = 10, *, scope: str | None = None) -> list[Experience]:
+        """The ``n`` most recently created experiences, newest first."""
+        _check_k(n, "n")
+        clauses, _prefer = self._scope_filter(scope)
+        where = " AND ".join(clauses) or None
+        table = self.store.column(EXPERIENCES, ["id", "created_at"], where)
+        if table.num_rows == 0:
+            return []
+        ids = table.column("id").to_pylist()
+        ts = table.column("created_at").to_pylist()
+        newest = [i for _t, i in sorted(zip(ts, ids, strict=True), reverse=True)[:n]]
+        got = {e.id: e for e in self._get_many(newest)}
+        return [got[i] for i in newest if i in got]
+
+    def stats(self) -> Stats:
+        """Counts by outcome, source and scope, lessons by status, and store facts."""
+        store = self.store
+        cols = store.column(EXPERIENCES, ["outcome", "source", "scope", "superseded_by"])
+
+        def tally(name: str) -> dict[str, int]:
+            out: dict[str, int] = {}
+            for v in cols.column(name).to_pylist():
+                out[v or ""] = out.get(v or "", 0) + 1
+            return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+        lessons: dict[str, int] = {}
+        for row in store.select(LESSONS, None, ["status"]):
+            lessons[row["status"]] = lessons.get(row["status"], 0) + 1
+        by_outcome = {o: 0 for o in OUTCOMES} | tally("outcome")
+        return Stats(
+            store_uri=self.store_uri,
+            schema_version=int(store.meta().get("schema_version", "0")),
+            embedder=self.embedder.name,
+            experiences=cols.num_rows,
+            by_outcome=by_outcome,
+            by_source=tally("source"),
+            by_scope=tally("scope"),
+            lessons=lessons,
+            superseded=sum(1 for v in cols.column("superseded_by").to_pylist() if v),
+            table_version=int(store.table(EXPERIENCES).version),
+            fragments=store.fragments(EXPERIENCES),
+            disk_bytes=store.disk_bytes(),
+        )
+
+    # -- maintenance -----------------------------------------------------------------------------
+
+    def reindex(self, batch: int = 256) -> int:
+        """Re-embed every experience with the active embedder; returns how many.
+
+        Safe to rerun: the old table is kept as a backup table until the new one is complete.
+        """
+        with self._lock:
+            store = self._store or self._open_store(check_embedder=False)
+            self._store = store
+        emb = self.embedder
+        with store.writing():
+            data = store.column(EXPERIENCES, EXPERIENCE_COLUMNS).to_pylist()
+            rows = []
+            for start in range(0, len(data), batch):
+                chunk = [row_experience(r) for r in data[start : start + batch]]
+                vecs = emb.embed([e.task for e in chunk] + [e.action for e in chunk])
+                for i, exp in enumerate(chunk):
+                    exp.embed_model = emb.name
+                    rows.append(experience_row(exp, vecs[i], vecs[len(chunk) + i]))
+            store.replace_table(EXPERIENCES, rows)
+            lessons = store.column(LESSONS, [f for f in store.lesson_columns()]).to_pylist()
+            if lessons:
+                vecs = emb.embed([str(r["trigger"]) for r in lessons])
+                for r, v in zip(lessons, vecs, strict=True):
+                    r["vector"] = list(v)
+            store.replace_table(LESSONS, lessons)
+            store.set_meta({"embed_model": emb.name, "dim": str(emb.dim)})
+        self.audit("api", "store", "reindexed", {"experiences": len(rows), "embedder": emb.name})
+        return len(rows)
+
+    def compact(self) -> None:
+        """Compact tables and clean old versions now (normally automatic)."""
+        for name in (EXPERIENCES, LESSONS, AUDIT):
+            self.store.optimize(name)
+
+    def close(self) -> None:
+        """Release the store handle (the next call reopens it)."""
+        with self._lock:
+            self._store = None
+
+    def __enter__(self) -> Mimir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_RECORD_FIELDS = frozenset(
+    {
+        "task",
+        "action",
+        "outcome",
+        "score",
+        "reason",
+        "context",
+        "scope",
+        "source",
+        "session_id",
+        "thread_id",
+        "recalled_lesson_ids",
+        "created_at",
+        "idempotency_key",
+    }
+)
+_EXPERIENCE_ONLY = frozenset({"id", "superseded_by", "embed_model"})

@@ -1,0 +1,78 @@
+"""Plain-text renderings of Mimir's results, shared by the CLI, MCP and tool adapters."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .types import Experience, Hit, Recommendation, Stats
+
+_MARK = {"success": "✓", "failure": "✗", "partial": "~"}
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def render_experience(exp: Experience, *, width: int = 160) -> str:
+    """One experience on two or three lines."""
+    head = (
+        f"{_MARK.get(exp.outcome, '?')} {exp.outcome} ({exp.score:.2f}) · {_clip(exp.task, width)}"
+    )
+    lines = [head, f"    tried: {_clip(exp.action, width)}"]
+    if exp.reason:
+        lines.append(f"    why:   {_clip(exp.reason, width)}")
+    lines.append(
+        f"    id {exp.id} · {exp.created_at:%Y-%m-%d %H:%M} · {exp.source}"
+        + (f" · {exp.scope}" if exp.scope else "")
+    )
+    return "\n".join(lines)
+
+
+def render_hits(hits: Sequence[Hit], query: str) -> str:
+    """Recall results, best first, each with why it matched."""
+    if not hits:
+        return f"No relevant experience for {query!r}."
+    parts = [f"{len(hits)} relevant experience(s) for {query!r}:"]
+    for i, hit in enumerate(hits, 1):
+        parts.append(f"{i}. [{hit.score:.2f}; {hit.why}]\n" + render_experience(hit.experience))
+    return "\n".join(parts)
+
+
+def render_recommendation(rec: Recommendation | None, task: str) -> str:
+    """A recommendation with its confidence, evidence and the alternatives considered."""
+    if rec is None:
+        return f"No recommendation for {task!r}: no on-topic evidence of an action that worked."
+    lines = [
+        f"Recommended: {rec.action}",
+        f"  confidence {rec.confidence:.2f} (95% lower bound) from {rec.successes:g} success(es), "
+        f"{rec.failures:g} failure(s){' · explored' if rec.explored else ''}",
+        f"  evidence: {', '.join(rec.evidence_ids[:8])}"
+        + (" …" if len(rec.evidence_ids) > 8 else ""),
+    ]
+    if len(rec.variants) > 1:
+        lines.append(f"  also phrased as: {'; '.join(v for v in rec.variants if v != rec.action)}")
+    for alt in rec.alternatives[:5]:
+        verdict = "never worked" if alt.successes <= 0 else f"confidence {alt.confidence:.2f}"
+        tally = f"{alt.successes:g}✓ {alt.failures:g}✗"
+        lines.append(f"  considered: {_clip(alt.action, 100)} ({tally}, {verdict})")
+    return "\n".join(lines)
+
+
+def render_stats(stats: Stats) -> str:
+    """A store summary."""
+    outcomes = ", ".join(f"{k} {v}" for k, v in stats.by_outcome.items())
+    sources = ", ".join(f"{k} {v}" for k, v in list(stats.by_source.items())[:6]) or "-"
+    lessons = ", ".join(f"{k} {v}" for k, v in stats.lessons.items()) or "none"
+    disk = f"{stats.disk_bytes / 1e6:.1f} MB" if stats.disk_bytes is not None else "remote"
+    return "\n".join(
+        [
+            f"store:       {stats.store_uri} (schema v{stats.schema_version}, {disk})",
+            f"embedder:    {stats.embedder}",
+            f"experiences: {stats.experiences} ({outcomes}; {stats.superseded} superseded)",
+            f"sources:     {sources}",
+            f"projects:    {len(stats.by_scope)}",
+            f"lessons:     {lessons}",
+            f"table:       version {stats.table_version}, {stats.fragments} fragment(s)",
+        ]
+    )

@@ -1,0 +1,579 @@
+"""The LanceDB store: the only module that imports lancedb.
+
+One store holds every table (experiences, lessons, audit, meta) and is shared by every process
+and adapter. Rules it keeps:
+
+* Readers always see the latest commit (``read_consistency_interval=0``).
+* Writes that must not duplicate (insert-if-absent by idempotency key) hold an inter-process file
+  lock and re-read the latest version inside it: LanceDB's ``merge_insert`` alone duplicates
+  under a race.
+* Small appends fragment a table and slow every query, so after writes the store compacts
+  (``optimize``) once fragments pile up, cleans old versions, and builds a vector index once a
+  table is large enough for exact search to be slow.
+* The schema is versioned; a store written by a newer Mimir is refused, an older one migrated.
+  The embedding model is recorded, and opening with another model is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import EmbedderMismatchError, SchemaVersionError, StoreError
+from .locking import FileLock
+from .text import context_text, fts_text
+from .types import Experience
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import pyarrow as pa
+
+log = logging.getLogger("mimir.store")
+
+SCHEMA_VERSION = 1
+EXPERIENCES = "experiences"
+LESSONS = "lessons"
+AUDIT = "audit"
+META = "meta"
+
+#: Compact once a table has this many small fragments (each append makes one).
+COMPACT_FRAGMENTS = 24
+#: Build an approximate vector index at this many rows; below it exact search is fast enough.
+INDEX_ROWS = 50_000
+#: Versions older than this are removed after compaction (readers always use the latest).
+CLEANUP_AFTER = timedelta(minutes=5)
+
+
+def sql_str(value: str) -> str:
+    """A SQL string literal (single quotes doubled)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_in(column: str, values: Iterable[str]) -> str:
+    """``column IN ('a', 'b')``; ``false`` for no values."""
+    vals = list(values)
+    if not vals:
+        return "false"
+    return f"{column} IN ({', '.join(sql_str(v) for v in vals)})"
+
+
+def _schemas(dim: int) -> dict[str, pa.Schema]:
+    import pyarrow as pa
+
+    vec = pa.list_(pa.float32(), dim)
+    return {
+        EXPERIENCES: pa.schema(
+            [
+                pa.field("id", pa.string(), nullable=False),
+                pa.field("idem_key", pa.string()),
+                pa.field("task", pa.string()),
+                pa.field("action", pa.string()),
+                pa.field("outcome", pa.string()),
+                pa.field("score", pa.float32()),
+                pa.field("reason", pa.string()),
+                pa.field("context", pa.string()),
+                pa.field("scope", pa.string()),
+                pa.field("source", pa.string()),
+                pa.field("session_id", pa.string()),
+                pa.field("thread_id", pa.string()),
+                pa.field("recalled_lesson_ids", pa.list_(pa.string())),
+                pa.field("created_at", pa.float64()),
+                pa.field("superseded_by", pa.string()),
+                pa.field("embed_model", pa.string()),
+                pa.field("text", pa.string()),
+                pa.field("vector", vec),
+                pa.field("action_vector", vec),
+            ]
+        ),
+        LESSONS: pa.schema(
+            [
+                pa.field("id", pa.string(), nullable=False),
+                pa.field("status", pa.string()),
+                pa.field("scope", pa.string()),
+                pa.field("kind", pa.string()),
+                pa.field("trigger", pa.string()),
+                pa.field("rule", pa.string()),
+                pa.field("payload", pa.string()),
+                pa.field("signature", pa.string()),
+                pa.field("updated_at", pa.float64()),
+                pa.field("text", pa.string()),
+                pa.field("vector", vec),
+            ]
+        ),
+        AUDIT: pa.schema(
+            [
+                pa.field("id", pa.string(), nullable=False),
+                pa.field("ts", pa.float64()),
+                pa.field("actor", pa.string()),
+                pa.field("subject_id", pa.string()),
+                pa.field("event", pa.string()),
+                pa.field("detail", pa.string()),
+            ]
+        ),
+        META: pa.schema([pa.field("key", pa.string()), pa.field("value", pa.string())]),
+    }
+
+
+#: Migrations from version N to N+1: ``MIGRATIONS[N](store)``. Version 1 is the first schema.
+MIGRATIONS: dict[int, Callable[[Store], None]] = {}
+
+
+def experience_row(
+    exp: Experience, vector: Sequence[float], action_vector: Sequence[float]
+) -> dict[str, Any]:
+    """The table row of an experience."""
+    text = " \n".join(p for p in (exp.task, exp.action, exp.reason, context_text(exp.context)) if p)
+    return {
+        "id": exp.id,
+        "idem_key": exp.idempotency_key or exp.id,
+        "task": exp.task,
+        "action": exp.action,
+        "outcome": exp.outcome,
+        "score": exp.score,
+        "reason": exp.reason,
+        "context": json.dumps(exp.context, ensure_ascii=False),
+        "scope": exp.scope,
+        "source": exp.source,
+        "session_id": exp.session_id,
+        "thread_id": exp.thread_id,
+        "recalled_lesson_ids": list(exp.recalled_lesson_ids),
+        "created_at": exp.created_at.timestamp(),
+        "superseded_by": exp.superseded_by,
+        "embed_model": exp.embed_model,
+        "text": fts_text(text),
+        "vector": list(vector),
+        "action_vector": list(action_vector),
+    }
+
+
+EXPERIENCE_COLUMNS = [
+    "id",
+    "idem_key",
+    "task",
+    "action",
+    "outcome",
+    "score",
+    "reason",
+    "context",
+    "scope",
+    "source",
+    "session_id",
+    "thread_id",
+    "recalled_lesson_ids",
+    "created_at",
+    "superseded_by",
+    "embed_model",
+]
+
+
+def row_experience(row: dict[str, Any]) -> Experience:
+    """The experience of a table row."""
+    key = row.get("idem_key")
+    return Experience(
+        id=row["id"],
+        task=row["task"],
+        action=row["action"],
+        outcome=row["outcome"],
+        score=min(max(float(row["score"]), 0.0), 1.0),
+        reason=row.get("reason") or "",
+        context=json.loads(row.get("context") or "{}"),
+        scope=row.get("scope") or "",
+        source=row.get("source") or "api",
+        session_id=row.get("session_id"),
+        thread_id=row.get("thread_id"),
+        recalled_lesson_ids=list(row.get("recalled_lesson_ids") or []),
+        created_at=datetime.fromtimestamp(float(row["created_at"]), tz=timezone.utc),
+        superseded_by=row.get("superseded_by"),
+        embed_model=row.get("embed_model") or "",
+        idempotency_key=None if key == row["id"] else key,
+    )
+
+
+class Store:
+    """A Mimir store on LanceDB (a local directory or any URI LanceDB accepts)."""
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        lock_path: Path,
+        embed_model: str,
+        dim: int,
+        storage_options: dict[str, str] | None = None,
+        check_embedder: bool = True,
+    ) -> None:
+        import lancedb
+
+        self.uri = uri
+        self.dim = dim
+        self.embed_model = embed_model
+        self.lock = FileLock(lock_path)
+        self.is_local = "://" not in uri
+        if self.is_local:
+            try:
+                Path(uri).mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as exc:
+                raise StoreError(f"cannot create store directory {uri}: {exc}") from exc
+        try:
+            self.db = lancedb.connect(
+                uri,
+                read_consistency_interval=timedelta(0),
+                storage_options=storage_options or None,
+            )
+            self._tables: dict[str, Any] = {}
+            self._open(check_embedder)
+        except (StoreError, EmbedderMismatchError):
+            raise
+        except Exception as exc:  # lancedb raises many kinds; callers get one clear error
+            raise StoreError(f"cannot open store at {uri}: {exc}") from exc
+
+    # -- opening, meta and migrations ---------------------------------------------------------
+
+    def _open(self, check_embedder: bool) -> None:
+        schemas = _schemas(self.dim)
+        existing = set(self._table_names())
+        if META in existing:
+            meta = self.meta()
+            stored = int(meta.get("schema_version", "0") or 0)
+            if stored > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"store {self.uri} has schema version {stored}, newer than this Mimir "
+                    f"({SCHEMA_VERSION}); upgrade mimir-lessons to open it"
+                )
+        with self.lock.hold():
+            self._restore_backups(existing)
+            for name, schema in schemas.items():
+                if name not in existing:
+                    self.db.create_table(name, schema=schema, exist_ok=True)
+            meta = self.meta()
+            if "schema_version" not in meta:
+                self.set_meta(
+                    {
+                        "schema_version": str(SCHEMA_VERSION),
+                        "embed_model": self.embed_model,
+                        "dim": str(self.dim),
+                        "created_at": datetime.now(timezone.utc).isoformat(),
+                    }
+                )
+                meta = self.meta()
+            self._migrate(int(meta["schema_version"]))
+            self._ensure_fts(EXPERIENCES)
+            self._ensure_fts(LESSONS)
+        if check_embedder:
+            self.check_embedder(meta)
+
+    def check_embedder(self, meta: dict[str, str] | None = None) -> None:
+        """Refuse a store whose vectors come from another model than the active embedder."""
+        meta = meta or self.meta()
+        model, dim = meta.get("embed_model", ""), int(meta.get("dim", "0") or 0)
+        if model != self.embed_model or dim != self.dim:
+            raise EmbedderMismatchError(
+                f"store {self.uri} was embedded with {model} ({dim}-d) but the active embedder "
+                f"is {self.embed_model} ({self.dim}-d); run `mimir reindex` to re-embed it, or "
+                f"select the store's embedder"
+            )
+
+    def _migrate(self, version: int) -> None:
+        while version < SCHEMA_VERSION:
+            step = MIGRATIONS.get(version)
+            if step is None:
+                raise SchemaVersionError(f"no migration from schema version {version}")
+            log.warning("migrating store %s from schema %d to %d", self.uri, version, version + 1)
+            step(self)
+            version += 1
+            self.set_meta({"schema_version": str(version)})
+
+    def _table_names(self) -> list[str]:
+        result = self.db.list_tables()
+        names = getattr(result, "tables", result)
+        return list(names)
+
+    def table(self, name: str) -> Any:
+        """The open LanceDB table ``name``."""
+        tbl = self._tables.get(name)
+        if tbl is None:
+            tbl = self.db.open_table(name)
+            self._tables[name] = tbl
+        return tbl
+
+    def meta(self) -> dict[str, str]:
+        """The store's key/value metadata (schema version, embedder, ...)."""
+        if META not in self._tables and META not in self._table_names():
+            return {}
+        rows = self.table(META).search().select(["key", "value"]).limit(None).to_list()
+        return {r["key"]: r["value"] for r in rows}
+
+    def set_meta(self, values: dict[str, str]) -> None:
+        """Set metadata keys (upsert)."""
+        with self.lock.hold():
+            rows = [{"key": k, "value": v} for k, v in values.items()]
+            (
+                self.table(META)
+                .merge_insert("key")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(rows)
+            )
+
+    def _ensure_fts(self, name: str) -> None:
+        from lancedb.index import FTS
+
+        tbl = self.table(name)
+        if any(getattr(i, "columns", None) == ["text"] for i in tbl.list_indices()):
+            return
+        tbl.create_index(
+            "text",
+            config=FTS(
+                base_tokenizer="simple",
+                language="English",
+                stem=True,
+                remove_stop_words=True,
+                ascii_folding=True,
+                lower_case=True,
+                max_token_length=60,
+            ),
+            replace=True,
+        )
+
+    # -- writes --------------------------------------------------------------------------------
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the store's write lock."""
+        with self.lock.hold():
+            yield
+
+    def insert_new(self, name: str, rows: list[dict[str, Any]], key: str = "idem_key") -> list[str]:
+        """Insert the rows whose ``key`` is not stored yet; returns the inserted rows' ids.
+
+        Serialised by the file lock, and the existence check reads the latest version, so two
+        processes inserting the same keys at once never duplicate.
+        """
+        if not rows:
+            return []
+        with self.lock.hold():
+            tbl = self.table(name)
+            present: set[str] = set()
+            keys = list(dict.fromkeys(r[key] for r in rows))
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                found = tbl.search().where(sql_in(key, chunk)).select([key]).limit(None).to_list()
+                present.update(r[key] for r in found)
+            fresh: list[dict[str, Any]] = []
+            for row in rows:
+                if row[key] not in present:
+                    present.add(row[key])
+                    fresh.append(row)
+            if fresh:
+                tbl.add(fresh)
+        if fresh:
+            self.maybe_optimize(name)
+        return [r["id"] for r in fresh]
+
+    def append(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """Append rows (no dedup needed: audit entries, ...)."""
+        if rows:
+            self.table(name).add(rows)
+            self.maybe_optimize(name)
+
+    def upsert(self, name: str, rows: list[dict[str, Any]], on: str = "id") -> None:
+        """Insert or replace rows by ``on`` (under the lock)."""
+        if not rows:
+            return
+        with self.lock.hold():
+            (
+                self.table(name)
+                .merge_insert(on)
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(rows)
+            )
+        self.maybe_optimize(name)
+
+    def update(self, name: str, where: str, values: dict[str, Any]) -> None:
+        """Update matching rows."""
+        with self.lock.hold():
+            self.table(name).update(where=where, values=values)
+
+    def delete(self, name: str, where: str) -> None:
+        """Delete matching rows (still present in old versions until :meth:`purge`)."""
+        with self.lock.hold():
+            self.table(name).delete(where)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def count(self, name: str, where: str | None = None) -> int:
+        """Number of rows (matching ``where``)."""
+        return int(self.table(name).count_rows(where))
+
+    def select(
+        self,
+        name: str,
+        where: str | None,
+        columns: Sequence[str],
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Rows matching ``where`` (all rows for ``None``)."""
+        query = self.table(name).search()
+        if where:
+            query = query.where(where)
+        return list(query.select(list(columns)).limit(limit).to_list())
+
+    def column(self, name: str, columns: Sequence[str], where: str | None = None) -> pa.Table:
+        """Whole columns as an Arrow table (for scans over every row)."""
+        query = self.table(name).search()
+        if where:
+            query = query.where(where)
+        return query.select(list(columns)).limit(None).to_arrow()
+
+    def vector_search(
+        self,
+        name: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        where: str | None,
+        limit: int,
+        columns: Sequence[str],
+        column: str = "vector",
+    ) -> list[dict[str, Any]]:
+        """Nearest rows by cosine distance (``_distance`` = 1 - cosine)."""
+        query = (
+            self.table(name)
+            .search(vector, vector_column_name=column)
+            .distance_type("cosine")
+            .limit(limit)
+        )
+        if self._has_vector_index(name):
+            query = query.refine_factor(10).nprobes(40)
+        if where:
+            query = query.where(where, prefilter=True)
+        return list(query.select([*columns, "_distance"]).to_list())
+
+    def text_search(
+        self,
+        name: str,
+        text: str,
+        *,
+        where: str | None,
+        limit: int,
+        columns: Sequence[str],
+    ) -> list[dict[str, Any]]:
+        """Best full-text (BM25) matches; an empty list when the query has no searchable word."""
+        query_text = fts_text(text).strip()
+        if not query_text:
+            return []
+        query = self.table(name).search(query_text, query_type="fts", fts_columns="text")
+        if where:
+            query = query.where(where, prefilter=True)
+        try:
+            return list(query.select([*columns, "_score"]).limit(limit).to_list())
+        except Exception as exc:  # a query of only operators or stop words
+            log.debug("full-text search skipped for %r: %s", text, exc)
+            return []
+
+    # -- upkeep --------------------------------------------------------------------------------
+
+    def _has_vector_index(self, name: str) -> bool:
+        return any(
+            getattr(i, "columns", None) == ["vector"] for i in self.table(name).list_indices()
+        )
+
+    def fragments(self, name: str) -> int:
+        """How many data fragments the table has (each small append adds one)."""
+        stats = self.table(name).stats()
+        frag = stats.get("fragment_stats", {}) if isinstance(stats, dict) else {}
+        return int(frag.get("num_fragments", 0))
+
+    def maybe_optimize(self, name: str) -> None:
+        """Compact when small fragments have piled up; index when the table got large."""
+        try:
+            if self.fragments(name) >= COMPACT_FRAGMENTS:
+                self.optimize(name)
+        except Exception as exc:  # upkeep must never fail a write that already committed
+            log.warning("optimize of %s failed (will retry later): %s", name, exc)
+
+    def optimize(self, name: str, *, cleanup_older_than: timedelta = CLEANUP_AFTER) -> None:
+        """Compact fragments, fold new rows into the indexes, clean old versions."""
+        tbl = self.table(name)
+        if name in (EXPERIENCES, LESSONS) and not self._has_vector_index(name):
+            rows = tbl.count_rows()
+            if rows >= INDEX_ROWS:
+                self.build_vector_index(name)
+        tbl.optimize(cleanup_older_than=cleanup_older_than)
+
+    def build_vector_index(self, name: str) -> None:
+        """Build an IVF_RQ cosine index (queried with a refine step: exact-quality top-k)."""
+        from lancedb.index import IvfRq
+
+        with self.lock.hold():
+            tbl = self.table(name)
+            rows = tbl.count_rows()
+            partitions = max(1, min(1024, int(rows**0.5)))
+            tbl.create_index(
+                "vector",
+                config=IvfRq(distance_type="cosine", num_partitions=partitions),
+                replace=True,
+            )
+
+    def purge(self, name: str) -> None:
+        """Rewrite fragments with deleted rows and drop every old version (privacy delete)."""
+        import warnings
+
+        with self.lock.hold(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # compact_files is "deprecated" but optimize() has
+            tbl = self.table(name)  # no way to rewrite fragments with only a few deleted rows
+            tbl.compact_files(materialize_deletions=True, materialize_deletions_threshold=0.0)
+            tbl.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+
+    def disk_bytes(self) -> int | None:
+        """Bytes on disk for a local store, ``None`` for object storage."""
+        if not self.is_local:
+            return None
+        total = 0
+        for root, _dirs, files in os.walk(self.uri):
+            for f in files:
+                with suppress(OSError):
+                    total += os.path.getsize(os.path.join(root, f))
+        return total
+
+    def lesson_columns(self) -> list[str]:
+        """Every column of the lessons table except its vector."""
+        return [f.name for f in _schemas(self.dim)[LESSONS] if f.name != "vector"]
+
+    def replace_table(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """Replace a table's content and schema (reindex to a new embedder).
+
+        The old content is kept in ``<name>__backup`` until the new table is complete; a store
+        opened with a backup left over (a crash mid-way) restores it.
+        """
+        backup = f"{name}__backup"
+        with self.lock.hold():
+            old = self.table(name).to_arrow()
+            self.db.create_table(backup, data=old, mode="overwrite")
+            self.db.drop_table(name)
+            self._tables.pop(name, None)
+            tbl = self.db.create_table(name, schema=_schemas(self.dim)[name])
+            for start in range(0, len(rows), 10_000):
+                tbl.add(rows[start : start + 10_000])
+            self._ensure_fts(name)
+            self.db.drop_table(backup)
+
+    def _restore_backups(self, existing: set[str]) -> None:
+        for name in (EXPERIENCES, LESSONS):
+            backup = f"{name}__backup"
+            if backup not in existing:
+                continue
+            log.warning("restoring %s from %s left by an interrupted reindex", name, backup)
+            data = self.db.open_table(backup).to_arrow()
+            if name in existing:
+                self.db.drop_table(name)
+            self.db.create_table(name, data=data)
+            self.db.drop_table(backup)
+            existing.add(name)

@@ -1,0 +1,196 @@
+"""Text helpers shared by storage and recall: FTS text, tokens, identifiers (stdlib only)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+# CJK and kana have no spaces between words: split them into single characters so that the
+# full-text index can match parts of a phrase.
+_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff])")
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{2,}")
+_TOKEN = re.compile(r"[\w][\w.\-/:]*[\w]|\w", re.UNICODE)
+_WORD = re.compile(r"\w+", re.UNICODE)
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "then",
+        "else",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "with",
+        "from",
+        "into",
+        "onto",
+        "about",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "i",
+        "we",
+        "you",
+        "he",
+        "she",
+        "they",
+        "me",
+        "my",
+        "our",
+        "your",
+        "their",
+        "do",
+        "does",
+        "did",
+        "done",
+        "doing",
+        "how",
+        "what",
+        "why",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "can",
+        "could",
+        "should",
+        "would",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "not",
+        "no",
+        "yes",
+        "so",
+        "too",
+        "very",
+        "just",
+        "again",
+        "also",
+        "any",
+        "some",
+        "all",
+        "each",
+        "every",
+        "there",
+        "here",
+        "after",
+        "before",
+        "up",
+        "down",
+        "out",
+        "over",
+        "under",
+        "off",
+        "than",
+        "via",
+        "per",
+        "get",
+        "got",
+        "make",
+        "made",
+        "use",
+        "used",
+        "using",
+        "need",
+        "needs",
+        "want",
+        "wanted",
+        "try",
+        "tried",
+    ]
+)
+
+
+def fts_text(text: str) -> str:
+    """Text as the full-text index should see it (CJK characters spaced apart)."""
+    return _CJK.sub(r" \1 ", text)
+
+
+def context_text(context: dict[str, Any]) -> str:
+    """The searchable words of a context object: its string and number values."""
+    parts: list[str] = []
+
+    def walk(value: Any, depth: int = 0) -> None:
+        if depth > 8 or len(parts) > 200:
+            return
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v, depth + 1)
+        elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            parts.append(str(value))
+
+    walk(context)
+    return " ".join(parts)
+
+
+def is_identifier(token: str) -> bool:
+    """Looks like an identifier: error code, path, function name, version, flag."""
+    if len(token) < 3 and not any(c.isdigit() for c in token):
+        return False
+    has_digit = any(c.isdigit() for c in token)
+    has_alpha = any(c.isalpha() for c in token)
+    if any(c in token for c in "_./:") and len(token) > 2:
+        return True
+    if has_digit and has_alpha:
+        return True
+    if has_digit and len(token) >= 3:  # 429, 137, 11000
+        return True
+    inner_upper = any(c.isupper() for c in token[1:])
+    return inner_upper and any(c.islower() for c in token)  # camelCase / PascalCase mixes
+
+
+def query_terms(text: str) -> tuple[list[str], list[str]]:
+    """(identifiers, words) of a query; words are lowercased content words."""
+    idents: list[str] = []
+    words: list[str] = []
+    # A run of two or more CJK characters is matched exactly, like an identifier.
+    idents.extend(run.lower() for run in _CJK_RUN.findall(text))
+    for tok in _TOKEN.findall(fts_text(text)):
+        tok = tok.strip(".:/-")
+        if not tok:
+            continue
+        if is_identifier(tok):
+            idents.append(tok.lower())
+        for w in _WORD.findall(tok):
+            lw = w.lower()
+            if lw not in STOPWORDS and (len(lw) > 1 or not lw.isascii()):
+                words.append(lw)
+    return list(dict.fromkeys(idents)), list(dict.fromkeys(words))
+
+
+def word_set(text: str) -> set[str]:
+    """The lowercased words of a text (CJK characters count as words)."""
+    return {w.lower() for w in _WORD.findall(fts_text(text))}
+
+
+def dumps(value: Any) -> str:
+    """Compact, stable JSON."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)

@@ -1,0 +1,112 @@
+"""The ``mimir`` command as a user runs it: a real subprocess per call."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+MIMIR = [sys.executable, "-m", "mimir_integrations.cli"]
+
+
+def mimir(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(
+        [*MIMIR, *args, "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**__import__("os").environ, "MIMIR_EMBEDDER": "hash"},
+    )
+    if ok:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+def test_record_recall_recommend_stats_round_trip(home: Path) -> None:
+    rec = mimir(
+        home,
+        "record",
+        "--task",
+        "deploy the worker",
+        "--action",
+        "kubectl apply",
+        "--outcome",
+        "failure",
+        "--reason",
+        "OOMKilled exit code 137",
+        "--context",
+        '{"pod": "worker-1"}',
+        "--json",
+    )
+    exp = json.loads(rec.stdout)
+    assert exp["outcome"] == "failure" and exp["context"] == {"pod": "worker-1"}
+    mimir(
+        home,
+        "record",
+        "--task",
+        "deploy the worker",
+        "--action",
+        "raise memory limit to 1Gi",
+        "--outcome",
+        "success",
+    )
+    hits = json.loads(mimir(home, "recall", "exit code 137", "--json").stdout)
+    assert hits[0]["experience"]["id"] == exp["id"]
+    human = mimir(home, "recall", "exit code 137").stdout
+    assert "OOMKilled" in human and "matched" in human
+    recd = json.loads(mimir(home, "recommend", "deploy the worker", "--json").stdout)
+    assert recd["action"] == "raise memory limit to 1Gi"
+    stats = json.loads(mimir(home, "stats", "--json").stdout)
+    assert stats["experiences"] == 2 and stats["by_source"] == {"cli": 2}
+    assert json.loads(mimir(home, "reindex", "--json").stdout)["reindexed"] == 2
+
+
+def test_no_recommendation_is_json_null(home: Path) -> None:
+    assert mimir(home, "recommend", "anything", "--json").stdout.strip() == "null"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["record", "--task", "t", "--action", "a", "--outcome", "maybe"], "outcome"),
+        (["record", "--task", "", "--action", "a", "--outcome", "success"], "task"),
+        (
+            ["record", "--task", "t", "--action", "a", "--outcome", "success", "--score", "7"],
+            "score",
+        ),
+        (
+            ["record", "--task", "t", "--action", "a", "--outcome", "success", "--context", "{x"],
+            "context",
+        ),
+        (["recall", "q", "-k", "0"], "k"),
+    ],
+)
+def test_errors_are_one_clear_line_and_non_zero(home: Path, args: list[str], message: str) -> None:
+    out = mimir(home, *args, ok=False)
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mimir: error:") and message in lines[0]
+    assert "Traceback" not in out.stderr
+
+
+def test_doctor_reports_every_check(home: Path) -> None:
+    out = json.loads(mimir(home, "doctor", "--json").stdout)
+    assert out["ok"] is True
+    names = [c["check"] for c in out["checks"]]
+    assert names == ["python", "home", "embedder", "store", "contents", "extras"]
+    assert (home.stat().st_mode & 0o777) == 0o700
+
+
+def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
+    import os
+
+    env = {**os.environ, "MIMIR_EMBEDDER": "fastembed"}
+    out = subprocess.run([*MIMIR, "demo"], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    for part in ("1. Recording", "2. Recall", "3. Recommend", "alembic upgrade head", "confidence"):
+        assert part in text
+    assert "Traceback" not in out.stderr

@@ -1,0 +1,177 @@
+"""Recall and recommend with the real offline embedding model."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from mimir_core import Mimir
+from mimir_core.beta import jeffreys_lower_bound
+
+T0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
+
+
+def seed_tests_family(m: Mimir) -> dict[str, list[str]]:
+    ids: dict[str, list[str]] = {"good": [], "bad": [], "other": []}
+    rows = [
+        (
+            "Run the integration tests of the payments API",
+            "pytest tests/integration",
+            "failure",
+            "psycopg2.errors.UndefinedTable: relation orders does not exist",
+            "bad",
+        ),
+        (
+            "Make the payments integration suite pass",
+            "pytest tests/integration",
+            "failure",
+            "UndefinedTable: relation orders does not exist",
+            "bad",
+        ),
+        (
+            "Payments API integration tests are failing",
+            "PYTEST tests/integration",
+            "failure",
+            "UndefinedTable again",
+            "bad",
+        ),
+        (
+            "Run the payments integration tests in CI",
+            "run alembic upgrade head before pytest tests/integration",
+            "success",
+            "48 passed",
+            "good",
+        ),
+        (
+            "Integration tests for the payments service",
+            "Run `alembic upgrade head` before pytest tests/integration",
+            "success",
+            "all green",
+            "good",
+        ),
+        (
+            "Get the payments API integration tests green",
+            "run alembic upgrade head before pytest tests/integration",
+            "partial",
+            "2 flaky left",
+            "good",
+        ),
+        (
+            "Install the frontend dependencies",
+            "npm install --legacy-peer-deps",
+            "success",
+            "ERESOLVE avoided",
+            "other",
+        ),
+        (
+            "Bake a loaf of sourdough for the office party",
+            "pytest the oven",
+            "success",
+            "",
+            "other",
+        ),
+    ]
+    for i, (task, action, outcome, reason, group) in enumerate(rows):
+        exp = m.record(task, action, outcome, reason=reason, created_at=T0 + timedelta(hours=i))
+        ids[group].append(exp.id)
+    return ids
+
+
+def test_paraphrase_identifier_and_abstention(mimir: Mimir) -> None:
+    ids = seed_tests_family(mimir)
+    hits = mimir.recall("the database tables are missing when the payment tests run", k=3)
+    assert hits and hits[0].experience.id in ids["bad"] + ids["good"]
+    ident = mimir.recall("psycopg2.errors.UndefinedTable", k=1)
+    assert ident[0].experience.id == ids["bad"][0]
+    assert "psycopg2.errors.undefinedtable" in ident[0].matched_terms
+    assert mimir.recall("configure a Unity shader for water reflections", k=5) == []
+    assert mimir.recall("what is the capital of Mongolia", k=5) == []
+
+
+def test_non_english_and_unicode_queries(mimir: Mimir) -> None:
+    de = mimir.record(
+        "Datenbankmigration schlägt fehl: Spalte »kunden_id« fehlt", "alembic", "failure"
+    )
+    zh = mimir.record("数据库迁移失败，缺少表 orders", "运行 alembic upgrade head", "success")
+    mimir.record("Install the frontend dependencies", "npm ci", "success")
+    assert mimir.recall("kunden_id Spalte fehlt", k=1)[0].experience.id == de.id
+    assert mimir.recall("迁移失败", k=1)[0].experience.id == zh.id
+    assert mimir.recall("ünïcödé ✓ 🙂 \u200b", k=3) == [] or True  # never raises
+
+
+def test_recommend_pools_variants_and_is_honest(mimir: Mimir) -> None:
+    ids = seed_tests_family(mimir)
+    rec = mimir.recommend("execute the payment service's integration test-suite")
+    assert rec is not None
+    assert "alembic upgrade head" in rec.action
+    assert set(rec.evidence_ids) == set(ids["good"])  # three phrasings pooled
+    assert rec.successes == pytest.approx(2.5)
+    assert rec.failures == pytest.approx(0.5)
+    assert rec.confidence == pytest.approx(jeffreys_lower_bound(2.5, 0.5), abs=1e-6)
+    trap = [a for a in rec.alternatives if a.action.lower().startswith("pytest")]
+    assert trap and trap[0].successes == 0 and len(trap[0].evidence_ids) == 3
+    # the sourdough row shares the word "pytest" but is off-topic: never evidence
+    assert not any(i in ids["other"] for a in rec.alternatives for i in a.evidence_ids)
+
+
+def test_recommend_abstains_and_never_picks_an_action_that_only_failed(mimir: Mimir) -> None:
+    assert mimir.recommend("anything at all") is None  # empty store
+    mimir.record(
+        "Resize the EBS volume of the build box",
+        "aws ec2 modify-volume",
+        "failure",
+        reason="VolumeModificationRateExceeded",
+    )
+    mimir.record(
+        "Grow the build server's EBS disk",
+        "aws ec2 modify-volume --size 200",
+        "failure",
+        reason="still rate limited",
+    )
+    assert mimir.recommend("increase the disk size of the build machine's EBS volume") is None
+    assert mimir.recommend("write a haiku about autumn leaves") is None
+
+
+def test_explore_draws_by_thompson_sampling(mimir: Mimir) -> None:
+    for i in range(3):
+        mimir.record(
+            "Speed up the CI pipeline",
+            "cache pip downloads",
+            "success",
+            created_at=T0 + timedelta(minutes=i),
+        )
+    mimir.record("Speed up the CI pipeline", "split the test job across 4 runners", "success")
+    mimir.record("Speed up the CI pipeline", "split the test job across 4 runners", "failure")
+    picks = {mimir.recommend("make CI faster", explore=True, seed=s).action for s in range(40)}  # type: ignore[union-attr]
+    assert picks == {"cache pip downloads", "split the test job across 4 runners"}
+    greedy = mimir.recommend("make CI faster")
+    assert greedy is not None and greedy.action == "cache pip downloads" and not greedy.explored
+
+
+def test_decay_lets_recent_evidence_win(home: Path, fast_embedder: object) -> None:
+    now = datetime.now(timezone.utc)
+    m = Mimir(home, embedder=fast_embedder, half_life_days=7)  # type: ignore[arg-type]
+    for i in range(4):  # worked a long time ago
+        m.record(
+            "Publish the package to the registry",
+            "twine upload dist/*",
+            "success",
+            created_at=now - timedelta(days=120, hours=i),
+        )
+    for i in range(2):  # fails now, a new way works now
+        m.record(
+            "Publish the package to the registry",
+            "twine upload dist/*",
+            "failure",
+            created_at=now - timedelta(hours=i + 1),
+        )
+        m.record(
+            "Publish the package to the registry",
+            "uv publish with trusted publishing",
+            "success",
+            created_at=now - timedelta(hours=i + 1),
+        )
+    rec = m.recommend("release the package to the registry")
+    assert rec is not None and rec.action == "uv publish with trusted publishing"

@@ -1,0 +1,68 @@
+"""Store-level rules: schema versions, migrations, reindex recovery."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mimir_core import Mimir
+from mimir_core import store as store_mod
+from mimir_core.errors import SchemaVersionError, StoreError
+
+
+def test_a_store_from_a_newer_schema_is_refused(home: Path) -> None:
+    m = Mimir(home, embedder="hash")
+    m.record("t", "a", "success")
+    m.store.set_meta({"schema_version": str(store_mod.SCHEMA_VERSION + 1)})
+    m.close()
+    with pytest.raises(SchemaVersionError, match="newer"):
+        Mimir(home, embedder="hash").stats()
+
+
+def test_migrations_run_in_order_and_bump_the_version(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = Mimir(home, embedder="hash")
+    m.record("t", "a", "success")
+    m.close()
+    ran: list[int] = []
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", store_mod.SCHEMA_VERSION + 2)
+    monkeypatch.setattr(
+        store_mod,
+        "MIGRATIONS",
+        {
+            store_mod.SCHEMA_VERSION - 2: lambda s: ran.append(1),
+            store_mod.SCHEMA_VERSION - 1: lambda s: ran.append(2),
+        },
+    )
+    reopened = Mimir(home, embedder="hash")
+    assert reopened.stats().schema_version == store_mod.SCHEMA_VERSION
+    assert ran == [1, 2]
+
+
+def test_an_interrupted_reindex_is_restored_from_its_backup(home: Path) -> None:
+    m = Mimir(home, embedder="hash")
+    for i in range(3):
+        m.record(f"task {i}", "a", "success")
+    s = m.store
+    data = s.table("experiences").to_arrow()
+    s.db.create_table("experiences__backup", data=data)  # as if a reindex died mid-way
+    s.db.drop_table("experiences")
+    m.close()
+    assert Mimir(home, embedder="hash").stats().experiences == 3
+
+
+def test_an_unwritable_store_location_is_a_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    m = Mimir(tmp_path / "h", store_uri=str(blocker / "store"), embedder="hash")
+    with pytest.raises(StoreError, match="store"):
+        m.stats()
+
+
+def test_sql_literals_are_escaped(hash_mimir: Mimir) -> None:
+    exp = hash_mimir.record("it's a task with 'quotes'", "a", "success", scope="o'brien")
+    assert (
+        hash_mimir.recall("it's a task with 'quotes'", scope="o'brien")[0].experience.id == exp.id
+    )
