@@ -81,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``mimir`` command; returns the exit code."""
     from mimir_core.errors import MimirError
 
+    # LanceDB's native logger prints warnings on stderr by default; a CLI user wants only errors.
+    os.environ.setdefault("LANCEDB_LOG", "error")
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.handler
