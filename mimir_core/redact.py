@@ -609,7 +609,7 @@ _FORMAT_RULES: Final[tuple[_Rule, ...]] = (
     _prefixed(
         "jwt",
         ["eyJ"],
-        r"[A-Za-z0-9_\-]{5,4000}\.eyJ[A-Za-z0-9_\-]{2,10000}\.[A-Za-z0-9_\-]*",
+        r"[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{2,}\.[A-Za-z0-9_\-]*",
         after=None,
     ),
     # --- AI providers -----------------------------------------------------------------------------
@@ -756,8 +756,8 @@ _FORMAT_RULES: Final[tuple[_Rule, ...]] = (
 # --- context rules ---------------------------------------------------------------------------
 
 _URL_CRED_RE: Final = _Lazy(
-    r"://(?P<user>[^\s:/@?#'\"<>\[\]\\]{0,256}):"
-    r"(?P<pw>[^\s/?#'\"<>\[\]\\]{1,512})(?=@[^\s@/?#'\"<>\\])"
+    r"://(?P<user>[^\s:/@?#'\"<>\[\]\\]*):"
+    r"(?P<pw>[^\s/?#'\"<>\[\]\\]+)(?=@[^\s@/?#'\"<>\\])"
 )
 
 
@@ -921,9 +921,9 @@ _ASSIGN_RE: Final = _Lazy(
     + _KW_LOOKBEHIND
     + r"(?P<sep>(?:\\?[\"'])?[ \t]*(?::=|=>|==|=|:)[ \t]*"
     r"|(?(dash)[ \t]+|[ \t]+(?=[A-Za-z0-9+/=_\-.~]{20})))"
-    r"(?:\\?\"(?P<dq>(?:[^\"\\\n]|\\[^\"\n]){3,1000})\\?\""
-    r"|\\?'(?P<sq>(?:[^'\\\n]|\\[^'\n]){3,1000})\\?'"
-    r"|`(?P<bq>[^`\n]{3,1000})`"
+    r"(?:\\?\"(?P<dq>(?:[^\"\\\n]|\\[^\"\n]){3,})\\?\""
+    r"|\\?'(?P<sq>(?:[^'\\\n]|\\[^'\n]){3,})\\?'"
+    r"|`(?P<bq>[^`\n]{3,})`"
     r"|(?P<uq>[^\s\"'`,;&<>\\(){}\[\]][^\s\"'`,;&<>\\(){}\[\]]{2,})(?<!:))",
     re.IGNORECASE,
 )
@@ -973,20 +973,21 @@ def _next_assignment(
 
 _XML_RE: Final = _Lazy(
     rf"<(?P<name>[{_NAME_CHARS}:]{{1,60}})(?![{_NAME_CHARS}:]){_KW_LOOKBEHIND}>"
-    r"(?P<v>[^<\n]{1,1000})</(?P=name)>",
+    r"(?P<v>[^<\n]+)</(?P=name)>",
     re.IGNORECASE,
 )
 _MIN_LEN: Final = {"password": 3, "secret": 8, "weak": 20}
-_TUPLE_TARGET_RE: Final = _Lazy(r"[A-Za-z0-9_.\]\)][ \t]*,[ \t]*\Z")
+_BLANKS_RE: Final = _Lazy(r"[ \t]*")
 
 
-def _rest_of_line(text: str, pos: int) -> str | None:
-    """The text after ``pos`` up to the end of line, or ``None`` if the line goes on >200."""
-    window = text[pos : pos + 200]
-    nl = window.find("\n")
-    if nl >= 0:
-        return window[:nl]
-    return window if pos + 200 >= len(text) else None
+def _at_eol(text: str, pos: int) -> bool:
+    """Whether only blanks, or a ``#``/``;`` comment, follow ``pos`` on its line."""
+    first = text[pos : pos + 1]
+    if first not in (" ", "\t"):
+        return first in ("", "\r", "\n", "#", ";")
+    blank = _BLANKS_RE.match(text, pos)
+    j = blank.end() if blank is not None else pos
+    return j >= len(text) or text[j] in "\r\n#;"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1047,37 +1048,47 @@ def _accept_value(
     )
 
 
+def _tuple_target(text: str, start: int) -> bool:
+    """Whether the name at ``start`` follows ``x,`` (tuple unpacking: ``user, password = t``)."""
+    j = start - 1
+    while j >= 0 and text[j] in " \t":
+        j -= 1
+    if j < 1 or text[j] != ",":
+        return False
+    j -= 1
+    while j >= 0 and text[j] in " \t":
+        j -= 1
+    return j >= 0 and (text[j].isalnum() or text[j] in "_.])")
+
+
 def _assign_replace(m: re.Match[str]) -> str | None:
-    name = (m.group("dash") or "") + m.group("name")
+    text, start, end = m.string, m.start(), m.end()
+    name = text[start : m.end("name")]  # with its leading dashes
     cls = _classify_name(name)
     if cls is None:
         return None
     tier, kind = cls
     group = m.lastgroup or "uq"  # the value is the last group of the pattern
     value = m.group(group)
-    text, start, end = m.string, m.start(), m.end()
     quoted = group != "uq"
     sep = m.group("sep")
     at_eol = tuple_target = False  # only computed when they matter (see _accept_value)
     if not quoted and (":" in sep or "=" in sep):
-        rest = _rest_of_line(text, end)
-        at_eol = rest is not None and (not rest.strip() or rest.lstrip()[:1] in ("#", ";"))
+        at_eol = _at_eol(text, end)
         if "=" in sep:
-            tuple_target = _TUPLE_TARGET_RE.search(text, max(0, start - 80), start) is not None
-    if len(value) > _MAX_CACHED:  # a long literal under a password/secret/token name
-        accept = tier != "weak"
-    else:
-        accept = _accept_value(
-            tier,
-            name,
-            sep,
-            value,
-            quoted,
-            text[end : end + 1],
-            at_eol,
-            text[start - 1 : start] == ":",
-            tuple_target,
-        )
+            tuple_target = _tuple_target(text, start)
+    decide = _accept_value if len(value) <= _MAX_CACHED else _accept_value.__wrapped__
+    accept = decide(
+        tier,
+        name,
+        sep,
+        value,
+        quoted,
+        text[end : end + 1],
+        at_eol,
+        text[start - 1 : start] == ":",
+        tuple_target,
+    )
     return _redact_group(m, group, kind) if accept else None
 
 
