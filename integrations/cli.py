@@ -7,19 +7,24 @@ a module to :data:`COMMAND_MODULES` (each has ``register(subparsers, common)``).
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # argparse, json and pathlib load lazily: ``mimir hook`` runs on every tool call
+    import argparse
 
 #: Modules that add subcommands: ``register(subparsers, common_parser)``.
-COMMAND_MODULES: list[str] = ["mimir_integrations.cli_core"]
+COMMAND_MODULES: list[str] = [
+    "mimir_integrations.cli_core",
+    "mimir_integrations.cli_capture",
+    "mimir_integrations.cli_mcp",
+    "mimir_integrations.cli_lessons",
+    "mimir_integrations.ui.cli",
+]
 
-Handler = Callable[[argparse.Namespace], int]
+Handler = Callable[["argparse.Namespace"], int]
 
 
 def open_mimir(args: argparse.Namespace, **overrides: Any) -> Any:
@@ -31,6 +36,8 @@ def open_mimir(args: argparse.Namespace, **overrides: Any) -> Any:
     settings = MimirSettings()
     home = getattr(args, "home", None)
     if home:
+        from pathlib import Path
+
         settings.home = Path(home).expanduser()
         if not os.environ.get("MIMIR_STORE_URI"):
             settings.store_uri = None
@@ -42,6 +49,8 @@ def open_mimir(args: argparse.Namespace, **overrides: Any) -> Any:
 def emit(args: argparse.Namespace, data: Any, human: Callable[[], str]) -> None:
     """Print ``data`` as JSON with ``--json``, else the human rendering."""
     if getattr(args, "json", False):
+        import json
+
         print(json.dumps(to_jsonable(data), ensure_ascii=False, indent=2))
     else:
         print(human())
@@ -60,6 +69,9 @@ def to_jsonable(data: Any) -> Any:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full parser, with every registered subcommand."""
+    import argparse
+    import importlib
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", help="Mimir home directory (default: $MIMIR_HOME or ~/.mimir)")
     common.add_argument("--json", action="store_true", help="print machine-readable JSON")
@@ -79,17 +91,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``mimir`` command; returns the exit code."""
-    from mimir_core.errors import MimirError
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["hook"] and not {"-h", "--help"} & set(args_list):
+        # A hook runs on every tool call: dispatch before any command module is imported.
+        from .hooks import main as hook_main
 
+        return hook_main(args_list[1:])
     # LanceDB's native logger prints warnings on stderr by default; a CLI user wants only errors.
     os.environ.setdefault("LANCEDB_LOG", "error")
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler: Handler = args.handler
+    return run_handler("mimir", args.handler, args)
+
+
+def run_handler(prog: str, handler: Handler, args: argparse.Namespace) -> int:
+    """Run a command's handler: a :class:`MimirError` or a crash is one line on stderr, exit 1."""
+    from mimir_core.errors import MimirError
+
     try:
         return handler(args)
     except MimirError as exc:
-        print(f"mimir: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -98,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # one clear line, never a stack trace (MIMIR_DEBUG=1 shows it)
         if os.environ.get("MIMIR_DEBUG"):
             raise
-        print(f"mimir: unexpected error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"{prog}: unexpected error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
 
 

@@ -18,11 +18,16 @@ except ImportError:  # pragma: no cover - Windows
 
 
 class FileLock:
-    """``with lock:`` serialises a critical section across threads and processes."""
+    """``with lock.hold():`` serialises a critical section across threads and processes.
 
-    def __init__(self, path: Path, timeout: float = 60.0) -> None:
+    ``error`` is the :class:`StoreError` subclass raised when the lock cannot be had."""
+
+    def __init__(
+        self, path: Path, timeout: float = 60.0, *, error: type[StoreError] = StoreError
+    ) -> None:
         self.path = Path(path)
         self.timeout = timeout
+        self.error = error
         self._thread_lock = threading.RLock()
         self._depth = 0
         self._fd: int | None = None
@@ -46,7 +51,7 @@ class FileLock:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise StoreError(f"cannot create lock file {self.path}: {exc}") from exc
+            raise self.error(f"cannot create lock file {self.path}: {exc}") from exc
         if fcntl is not None:
             deadline = time.monotonic() + self.timeout
             while True:
@@ -56,7 +61,7 @@ class FileLock:
                 except BlockingIOError:
                     if time.monotonic() > deadline:
                         os.close(fd)
-                        raise StoreError(
+                        raise self.error(
                             f"timed out after {self.timeout:.0f}s waiting for lock {self.path}"
                         ) from None
                     time.sleep(0.005)

@@ -9,8 +9,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from . import spool as _spool
 from .embed import CachedEmbedder, Embedder, make_embedder
-from .errors import InvalidInputError, NotFoundError, short
+from .errors import InvalidInputError, MimirError, NotFoundError, short
+from .lessons import LessonsMixin
 from .recall import DEFAULT_TUNING as RECALL_TUNING
 from .recall import RecallTuning
 from .recall import recall as _recall
@@ -22,7 +24,9 @@ from .store import (
     AUDIT,
     EXPERIENCE_COLUMNS,
     EXPERIENCES,
+    KV,
     LESSONS,
+    TABLES,
     Store,
     experience_row,
     row_experience,
@@ -30,7 +34,15 @@ from .store import (
     sql_str,
 )
 from .text import dumps
-from .types import OUTCOMES, Experience, Hit, Recommendation, Stats
+from .types import (
+    OUTCOMES,
+    ConsolidationReport,
+    Experience,
+    Hit,
+    Lesson,
+    Recommendation,
+    Stats,
+)
 from .validate import build_experience, normalize_outcome, normalize_time
 
 log = logging.getLogger("mimir")
@@ -51,7 +63,7 @@ def _check_k(value: object, field: str = "k") -> int:
     return value
 
 
-class Mimir:
+class Mimir(LessonsMixin):
     """Experience-driven memory for agents, on one shared LanceDB store.
 
     ``Mimir(home=None, *, store_uri=None, embedder=None, scope=None)``: arguments left at ``None``
@@ -74,6 +86,8 @@ class Mimir:
         half_life_days: float | None = None,
         redact_patterns: Sequence[str] = (),
         settings: MimirSettings | None = None,
+        signing_key: str | bytes | None = None,
+        auto_consolidate: bool | None = None,
     ) -> None:
         needs_settings = home is None or embedder is None or store_uri is None
         s = settings or (MimirSettings() if needs_settings else None)
@@ -89,6 +103,19 @@ class Mimir:
         self._lock = threading.RLock()
         self.recall_tuning: RecallTuning = RECALL_TUNING
         self.recommend_tuning: RecommendTuning = RECOMMEND_TUNING
+        # Lessons: the HMAC key (explicit, else <home>/keys/signing.key) and auto-consolidation.
+        if signing_key is None and s is not None and s.signing_key is not None:
+            signing_key = s.signing_key.get_secret_value()
+        self._signing_key_spec: str | bytes | None = signing_key
+        self._signing_key_bytes: bytes | None = None
+        self.auto_consolidate = bool(
+            auto_consolidate
+            if auto_consolidate is not None
+            else (s.auto_consolidate if s else False)
+        )
+        self.auto_consolidate_failures = s.auto_consolidate_failures if s else 5
+        self.auto_consolidate_hours = s.auto_consolidate_hours if s else 4.0
+        self._auto_checked_at = 0.0
 
     @classmethod
     def from_settings(cls, settings: MimirSettings, **overrides: Any) -> Mimir:
@@ -226,7 +253,15 @@ class Mimir:
             rows.append(experience_row(exp, vectors[i], vectors[n + i]))
         self.store.insert_new(EXPERIENCES, rows)
         stored = {e.id: e for e in self._get_many([e.id for e in exps])}
+        self._maybe_consolidate(sum(e.outcome == "failure" for e in exps))
         return [stored.get(e.id, e) for e in exps]
+
+    def _maybe_consolidate(self, failures: int = 0) -> None:
+        """Start a background consolidation when enough new failures and time piled up."""
+        if self.auto_consolidate:
+            from .lessons.auto import maybe_start
+
+            maybe_start(self, new_failures=failures)
 
     def supersede(self, old_id: str, new_id: str) -> None:
         """Mark ``old_id`` as superseded by ``new_id`` (both must exist; no cycles)."""
@@ -248,8 +283,14 @@ class Mimir:
             self.store.update(EXPERIENCES, f"id = {sql_str(old_id)}", {"superseded_by": new_id})
             self.audit("api", old_id, "superseded", {"by": new_id})
 
-    def forget(self, ident: str) -> None:
-        """Really remove an experience or lesson, including from older table versions."""
+    def forget(self, ident: str, *, with_experiences: bool = False) -> None:
+        """Really remove an experience or lesson, including from older table versions.
+
+        Forgetting a lesson with ``with_experiences=True`` also removes the experiences it was
+        learned from; forgetting an experience also removes the lessons whose wording quotes it.
+        """
+        from .lessons.lifecycle import forget_lesson, lessons_quoting, scrub_audit
+
         _check_text("id", ident)
         where = f"id = {sql_str(ident)}"
         store = self.store
@@ -258,9 +299,16 @@ class Mimir:
             table = LESSONS
         if table is None:
             raise NotFoundError("experience or lesson", ident)
+        if table == LESSONS:
+            forget_lesson(self, ident, with_experiences=with_experiences)
+            return
+        quoting = lessons_quoting(self, ident)
         store.delete(table, where)
         store.purge(table)
+        scrub_audit(self, [ident])
         self.audit("api", ident, "forgotten", {"table": table})
+        for lesson_id in quoting:  # their wording quotes the forgotten text
+            forget_lesson(self, lesson_id, with_experiences=False, actor="mimir")
 
     def audit(self, actor: str, subject_id: str, event: str, detail: Mapping[str, Any]) -> None:
         """Append an entry to the audit log."""
@@ -320,6 +368,7 @@ class Mimir:
         """
         _check_text("query", query)
         _check_k(k)
+        self._drain_pending()
         clauses, prefer = self._scope_filter(scope)
         if outcome is not None:
             clauses.append(f"outcome = {sql_str(normalize_outcome(outcome))}")
@@ -328,7 +377,7 @@ class Mimir:
         if not include_superseded:
             clauses.append("superseded_by IS NULL")
         qvec = self.embedder.embed_one(query)
-        return _recall(
+        hits = _recall(
             self.store,
             qvec,
             query,
@@ -339,6 +388,8 @@ class Mimir:
             now=self._now(),
             tuning=self.recall_tuning,
         )
+        self._maybe_consolidate()
+        return hits
 
     def recommend(
         self,
@@ -352,6 +403,7 @@ class Mimir:
         import numpy as np
 
         _check_text("task", task)
+        self._drain_pending()
         clauses, prefer = self._scope_filter(scope)
         clauses.append("superseded_by IS NULL")
         rng = np.random.default_rng(seed)
@@ -412,13 +464,79 @@ class Mimir:
             disk_bytes=store.disk_bytes(),
         )
 
+    # -- the capture spool -----------------------------------------------------------------------
+
+    @property
+    def spool_dir(self) -> Path:
+        """Where hooks spool this store's captured records (``<home>/spool/...``)."""
+        return _spool.spool_dir(self.home, self.store_uri)
+
+    def ingest(self, *, compact: bool = True, lock_timeout: float = 60.0) -> _spool.DrainReport:
+        """Drain the records hooks captured into the store, exactly once (see :mod:`.spool`).
+
+        Records are stored in batches by the idempotency key each hook generated, so a drain
+        that crashed half-way is simply run again. Lines that are not valid records are set
+        aside in ``rejected.jsonl`` and counted in the report, never dropped silently. Episodes
+        left open by a host that died are closed first. Raises :class:`StoreError`.
+        """
+        from pydantic import ValidationError
+
+        from .capture import Capture
+
+        directory = self.spool_dir
+        report = _spool.drain(
+            directory,
+            lambda items: self.record_many(items),
+            is_invalid=lambda exc: isinstance(exc, (InvalidInputError, ValidationError)),
+            lock_timeout=lock_timeout,
+            before=lambda: Capture(directory, scope=self.scope).close_stale(),
+        )
+        if report.ingested and compact:
+            self.store.optimize(EXPERIENCES)
+        if report.rejected:
+            log.warning(
+                "set aside %d bad spool line(s) in %s",
+                report.rejected,
+                directory / "rejected.jsonl",
+            )
+        return report
+
+    def _drain_pending(self) -> None:
+        """Ingest records captured a moment ago before a read (a ``stat`` when there are none).
+
+        A read never fails because of the spool: a drain error is logged and the read goes on."""
+        if not _spool.has_pending(self.spool_dir):
+            return
+        try:
+            self.ingest(compact=False, lock_timeout=10.0)
+        except MimirError as exc:
+            log.warning("could not drain the capture spool: %s", exc)
+
+    def lessons(self, *args: Any, **kwargs: Any) -> list[Lesson]:
+        """See :meth:`LessonsMixin.lessons` (pending captured records are ingested first)."""
+        self._drain_pending()
+        return super().lessons(*args, **kwargs)
+
+    def context(self, *args: Any, **kwargs: Any) -> str:
+        """See :meth:`LessonsMixin.context` (pending captured records are ingested first)."""
+        self._drain_pending()
+        return super().context(*args, **kwargs)
+
+    def consolidate(self, *args: Any, **kwargs: Any) -> ConsolidationReport:
+        """See :meth:`LessonsMixin.consolidate` (pending captured records are ingested first)."""
+        self._drain_pending()
+        return super().consolidate(*args, **kwargs)
+
     # -- maintenance -----------------------------------------------------------------------------
 
     def reindex(self, batch: int = 256) -> int:
-        """Re-embed every experience with the active embedder; returns how many.
+        """Re-embed everything (experiences, lessons, kv documents) with the active embedder.
 
-        Safe to rerun: the old table is kept as a backup table until the new one is complete.
+        Returns how many experiences. Safe to rerun: each old table is kept as a backup table
+        until the new one is complete.
         """
+        from .kv import reembed_rows
+
         with self._lock:
             store = self._store or self._open_store(check_embedder=False)
             self._store = store
@@ -439,13 +557,26 @@ class Mimir:
                 for r, v in zip(lessons, vecs, strict=True):
                     r["vector"] = list(v)
             store.replace_table(LESSONS, lessons)
+            docs = store.column(KV, [f.name for f in store.table(KV).schema]).to_pylist()
+            reembed_rows(docs, emb, batch=batch)
+            store.replace_table(KV, docs)
             store.set_meta({"embed_model": emb.name, "dim": str(emb.dim)})
-        self.audit("api", "store", "reindexed", {"experiences": len(rows), "embedder": emb.name})
+        self.audit(
+            "api",
+            "store",
+            "reindexed",
+            {
+                "experiences": len(rows),
+                "lessons": len(lessons),
+                "kv": len(docs),
+                "embedder": emb.name,
+            },
+        )
         return len(rows)
 
     def compact(self) -> None:
-        """Compact tables and clean old versions now (normally automatic)."""
-        for name in (EXPERIENCES, LESSONS, AUDIT):
+        """Compact every table of the store and clean old versions now (normally automatic)."""
+        for name in TABLES:
             self.store.optimize(name)
 
     def close(self) -> None:

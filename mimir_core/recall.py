@@ -36,7 +36,8 @@ class RecallTuning:
     ident_weight: float = 0.45
     word_weight: float = 0.06
     other_scope_factor: float = 0.85
-    candidates: int = 40
+    candidates: int = 20
+    """Vector and full-text candidates each (at least 4 k): each costs a row read per search."""
 
 
 DEFAULT_TUNING = RecallTuning()
@@ -72,7 +73,7 @@ def gather(
     """Union of vector and full-text candidates, each with its cosine similarity."""
     import numpy as np
 
-    cols = [*EXPERIENCE_COLUMNS, "text"]
+    cols = EXPERIENCE_COLUMNS  # the FTS text column is not needed to score
     found: dict[str, Candidate] = {}
     for row in store.vector_search(EXPERIENCES, qvec, where=where, limit=limit, columns=cols):
         found[row["id"]] = Candidate(row, 1.0 - float(row["_distance"]))

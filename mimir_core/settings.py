@@ -35,7 +35,19 @@ class MimirSettings(BaseSettings):
     scope: str | None = None
     """Default project scope; adapters derive it from the working directory when unset."""
     auto_consolidate: bool = True
+    """Consolidate lessons in the background after enough new failures and time (``0``: off)."""
+    auto_consolidate_failures: int = Field(default=5, ge=1)
+    """New failures since the last consolidation that start an automatic one."""
+    auto_consolidate_hours: float = Field(default=4.0, ge=0.0)
+    """Hours since the last consolidation (or the store's creation) before an automatic one."""
     signing_key: SecretStr | None = None
+    """HMAC key for lessons (default: a random per-install key in ``<home>/keys/signing.key``)."""
+    llm_model: str = "claude-haiku-4-5"
+    """Model of the LLM judge (``mimir consolidate --llm``)."""
+    llm_max_calls: int = Field(default=20, ge=1)
+    """At most this many LLM calls per consolidation run."""
+    llm_max_tokens: int = Field(default=60_000, ge=1)
+    """At most this many LLM tokens (input + output) per consolidation run."""
     half_life_days: float | None = None
     """Optional recency decay of recall and recommend evidence."""
     log_level: str = "WARNING"

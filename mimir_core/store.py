@@ -37,16 +37,36 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mimir.store")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 EXPERIENCES = "experiences"
 LESSONS = "lessons"
 AUDIT = "audit"
 META = "meta"
+#: Namespaced key/value documents (the LangGraph store; :mod:`mimir_core.kv`). Schema 2.
+KV = "kv"
+#: Every table the store owns (compaction), and those holding embeddings (reindex).
+TABLES = (EXPERIENCES, LESSONS, AUDIT, META, KV)
+EMBEDDED_TABLES = (EXPERIENCES, LESSONS, KV)
 
 #: Compact once a table has this many small fragments (each append makes one).
 COMPACT_FRAGMENTS = 24
-#: Build an approximate vector index at this many rows; below it exact search is fast enough.
-INDEX_ROWS = 50_000
+#: Build an approximate vector index at this many rows; below it exact search is fast enough
+#: (a flat LanceDB scan costs ~2.5 ms per 1k rows, so 10k rows is already ~25 ms on 2 cores).
+INDEX_ROWS = 10_000
+#: Rows per IVF partition of the vector index. LanceDB's ``optimize`` splits and merges partitions
+#: towards this size as the table grows (it ignores the partition count given at build time and
+#: defaults to ~8k rows: 7 partitions at 100k, 116 at 1M, so 40 probes scanned all of them at
+#: 100k and a third of the table at 1M).
+INDEX_PARTITION_ROWS = 1000
+#: IVF partitions probed per query (~4% of a 1M-row table at INDEX_PARTITION_ROWS).
+NPROBES = 40
+#: Candidates re-ranked with exact distances after the 1-bit RaBitQ scan: at least this many, and
+#: at least twice the limit (recall@10 1.0 at 1M rows; the exact re-rank reads each vector).
+REFINE_ROWS = 100
+#: Key columns of the experiences table given a BTREE index at ``INDEX_ROWS`` rows and up.
+KEY_COLUMNS = ("id", "idem_key")
+#: Tables searched with :meth:`Store._filtered` (post-filter first) and the vector index knobs.
+SEARCHED = frozenset({EXPERIENCES, LESSONS})
 #: Versions older than this are removed after compaction (readers always use the latest).
 CLEANUP_AFTER = timedelta(minutes=5)
 
@@ -118,11 +138,33 @@ def _schemas(dim: int) -> dict[str, pa.Schema]:
             ]
         ),
         META: pa.schema([pa.field("key", pa.string()), pa.field("value", pa.string())]),
+        KV: pa.schema(
+            [
+                pa.field("id", pa.string(), nullable=False),
+                pa.field("namespace", pa.string()),  # labels joined by "." (labels have none)
+                pa.field("depth", pa.int32()),
+                pa.field("key", pa.string()),
+                pa.field("value", pa.string()),  # JSON
+                pa.field("created_at", pa.float64()),
+                pa.field("updated_at", pa.float64()),
+                pa.field("expires_at", pa.float64()),  # null: never expires
+                pa.field("ttl_minutes", pa.float64()),
+                pa.field("text", pa.string()),  # the indexed text, for full-text search
+                pa.field("vectors", pa.list_(vec)),  # one per indexed field; null: not indexed
+            ]
+        ),
     }
 
 
+def _add_kv_table(store: Store) -> None:
+    """Schema 1 -> 2: the ``kv`` table of namespaced documents (and its full-text index)."""
+    if KV not in store._table_names():
+        store.db.create_table(KV, schema=_schemas(store.dim)[KV], exist_ok=True)
+    store._ensure_fts(KV)
+
+
 #: Migrations from version N to N+1: ``MIGRATIONS[N](store)``. Version 1 is the first schema.
-MIGRATIONS: dict[int, Callable[[Store], None]] = {}
+MIGRATIONS: dict[int, Callable[[Store], None]] = {1: _add_kv_table}
 
 
 def experience_row(
@@ -228,6 +270,8 @@ class Store:
                 storage_options=storage_options or None,
             )
             self._tables: dict[str, Any] = {}
+            self._selective: dict[str, bool] = {}
+            self._datasets: dict[str, Any] = {}
             self._open(check_embedder)
         except (StoreError, EmbedderMismatchError):
             raise
@@ -266,6 +310,7 @@ class Store:
             self._migrate(int(meta["schema_version"]))
             self._ensure_fts(EXPERIENCES)
             self._ensure_fts(LESSONS)
+            self._ensure_fts(KV)
         if check_embedder:
             self.check_embedder(meta)
 
@@ -444,17 +489,18 @@ class Store:
         column: str = "vector",
     ) -> list[dict[str, Any]]:
         """Nearest rows by cosine distance (``_distance`` = 1 - cosine)."""
-        query = (
-            self.table(name)
-            .search(vector, vector_column_name=column)
-            .distance_type("cosine")
-            .limit(limit)
-        )
-        if self._has_vector_index(name):
-            query = query.refine_factor(10).nprobes(40)
-        if where:
-            query = query.where(where, prefilter=True)
-        return list(query.select([*columns, "_distance"]).to_list())
+        if name not in SEARCHED:
+            q = self.table(name).search(vector, vector_column_name=column)
+            q = q.distance_type("cosine").limit(limit).select([*columns, "_distance"])
+            return list((q.where(where, prefilter=True) if where else q).to_list())
+
+        def run(n: int, filt: str | None, prefilter: bool) -> list[dict[str, Any]]:
+            nearest: dict[str, Any] = {"column": column, "q": vector, "k": n, "metric": "cosine"}
+            if column == "vector":  # the indexed column; harmless without an index (exact scan)
+                nearest.update(nprobes=NPROBES, refine_factor=max(2, -(-REFINE_ROWS // n)))
+            return self._read(name, [*columns, "_distance"], filt, prefilter, nearest=nearest)
+
+        return self._filtered(run, where, limit)
 
     def text_search(
         self,
@@ -469,14 +515,105 @@ class Store:
         query_text = fts_text(text).strip()
         if not query_text:
             return []
-        query = self.table(name).search(query_text, query_type="fts", fts_columns="text")
-        if where:
-            query = query.where(where, prefilter=True)
+
+        def run(n: int, filt: str | None, prefilter: bool) -> list[dict[str, Any]]:
+            fts = {"query": query_text, "columns": ["text"]}
+            return self._read(name, [*columns, "_score"], filt, prefilter, fts=fts, limit=n)
+
         try:
-            return list(query.select([*columns, "_score"]).limit(limit).to_list())
+            if name in SEARCHED:
+                return self._filtered(run, where, limit)
+            q = self.table(name).search(query_text, query_type="fts", fts_columns="text")
+            q = q.select([*columns, "_score"]).limit(limit)
+            return list((q.where(where, prefilter=True) if where else q).to_list())
         except Exception as exc:  # a query of only operators or stop words
             log.debug("full-text search skipped for %r: %s", text, exc)
             return []
+
+    def _dataset(self, name: str) -> Any:
+        """The table as a pylance dataset at its latest version (checked on every call)."""
+        ds = self._datasets.get(name)
+        try:
+            if ds is not None and ds.latest_version != ds.version:
+                ds = ds.checkout_version(ds.latest_version)
+        except Exception:  # the table was dropped and made again (reindex): open it anew
+            ds = None
+        if ds is None:
+            ds = self.table(name).to_lance()
+        self._datasets[name] = ds
+        return ds
+
+    def _read(
+        self,
+        name: str,
+        columns: list[str],
+        where: str | None,
+        prefilter: bool,
+        *,
+        nearest: dict[str, Any] | None = None,
+        fts: dict[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """A search through pylance directly, for the hot read paths (recall, recommend).
+
+        LanceDB's synchronous API hands each query to a background event loop several times
+        (~5 ms of CPU per query, and far more wall time when the cores are busy); the same
+        search through pylance returns the same rows and scores. Vector columns come back as
+        float32 numpy rows (a Python list of 384 floats per row cost ~25 us to make and as much
+        to turn back into an array).
+        """
+        import pyarrow as pa
+
+        table = self._dataset(name).to_table(
+            columns=columns,
+            filter=where,
+            prefilter=prefilter,
+            nearest=nearest,
+            full_text_query=fts,
+            limit=limit,
+        )
+        vectors = [
+            f.name
+            for f in table.schema
+            if pa.types.is_fixed_size_list(f.type) and table.column(f.name).null_count == 0
+        ]
+        if not table.num_rows or not vectors:
+            return list(table.to_pylist())
+        rows: list[dict[str, Any]] = table.drop_columns(vectors).to_pylist()
+        for col in vectors:
+            flat = table.column(col).combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            for row, vec in zip(rows, flat.reshape(len(rows), -1), strict=True):
+                row[col] = vec
+        return rows
+
+    def _filtered(
+        self,
+        run: Callable[[int, str | None, bool], list[dict[str, Any]]],
+        where: str | None,
+        limit: int,
+    ) -> list[dict[str, Any]]:
+        """``run(n, where, prefilter)`` restricted to ``where``, post-filtered when that is exact.
+
+        A LanceDB prefilter evaluates the filter over every row before searching: ~40 ms at 1M
+        rows even when nearly every row passes (``superseded_by IS NULL``). So the search first
+        runs post-filtered, over-fetching a little; if at least ``limit`` rows pass, they are the
+        best ``limit`` rows the prefiltered search would return. Otherwise it runs again
+        prefiltered; a where clause that lost rows that way (a selective filter, not just a small
+        table) goes straight to the prefilter next time.
+        """
+        if not where:
+            return run(limit, None, False)
+        if self._selective.get(where):
+            return run(limit, where, True)
+        rows = run(limit + max(4, limit // 10), where, False)
+        if len(rows) >= limit:
+            return rows[:limit]
+        found = run(limit, where, True)
+        if len(found) > len(rows):
+            if len(self._selective) >= 512:
+                self._selective.clear()
+            self._selective[where] = True
+        return found
 
     # -- upkeep --------------------------------------------------------------------------------
 
@@ -506,19 +643,32 @@ class Store:
             rows = tbl.count_rows()
             if rows >= INDEX_ROWS:
                 self.build_vector_index(name)
+        if name == EXPERIENCES:
+            self._ensure_key_indexes(name)
         tbl.optimize(cleanup_older_than=cleanup_older_than)
+
+    def _ensure_key_indexes(self, name: str) -> None:
+        """BTREE indexes on the lookup keys of a large table: every write checks its idempotency
+        keys and reads its rows back by id, which without an index scans the whole column
+        (a single ``record`` at 100k rows: ~77 ms, ~29 ms with the indexes)."""
+        from lancedb.index import BTree
+
+        tbl = self.table(name)
+        have = {tuple(getattr(i, "columns", ())) for i in tbl.list_indices()}
+        missing = [k for k in KEY_COLUMNS if (k,) not in have]
+        if missing and tbl.count_rows() >= INDEX_ROWS:
+            with self.lock.hold():
+                for key in missing:
+                    tbl.create_index(key, config=BTree(), replace=True)
 
     def build_vector_index(self, name: str) -> None:
         """Build an IVF_RQ cosine index (queried with a refine step: exact-quality top-k)."""
         from lancedb.index import IvfRq
 
         with self.lock.hold():
-            tbl = self.table(name)
-            rows = tbl.count_rows()
-            partitions = max(1, min(1024, int(rows**0.5)))
-            tbl.create_index(
+            self.table(name).create_index(
                 "vector",
-                config=IvfRq(distance_type="cosine", num_partitions=partitions),
+                config=IvfRq(distance_type="cosine", target_partition_size=INDEX_PARTITION_ROWS),
                 replace=True,
             )
 
@@ -556,9 +706,14 @@ class Store:
         backup = f"{name}__backup"
         with self.lock.hold():
             old = self.table(name).to_arrow()
-            self.db.create_table(backup, data=old, mode="overwrite")
+            # lancedb cannot create a table from an empty Arrow table: pass the schema instead
+            if old.num_rows:
+                self.db.create_table(backup, data=old, mode="overwrite")
+            else:
+                self.db.create_table(backup, schema=old.schema, mode="overwrite")
             self.db.drop_table(name)
             self._tables.pop(name, None)
+            self._datasets.pop(name, None)
             tbl = self.db.create_table(name, schema=_schemas(self.dim)[name])
             for start in range(0, len(rows), 10_000):
                 tbl.add(rows[start : start + 10_000])
@@ -566,7 +721,7 @@ class Store:
             self.db.drop_table(backup)
 
     def _restore_backups(self, existing: set[str]) -> None:
-        for name in (EXPERIENCES, LESSONS):
+        for name in EMBEDDED_TABLES:
             backup = f"{name}__backup"
             if backup not in existing:
                 continue
@@ -574,6 +729,9 @@ class Store:
             data = self.db.open_table(backup).to_arrow()
             if name in existing:
                 self.db.drop_table(name)
-            self.db.create_table(name, data=data)
+            if data.num_rows:
+                self.db.create_table(name, data=data)
+            else:
+                self.db.create_table(name, schema=data.schema)
             self.db.drop_table(backup)
             existing.add(name)

@@ -7,9 +7,13 @@ import re
 from typing import Any
 
 # CJK and kana have no spaces between words: split them into single characters so that the
-# full-text index can match parts of a phrase.
-_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff])")
-_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{2,}")
+# full-text index can match parts of a phrase. The patterns are compiled on first use, for text
+# that is not ASCII: compiling this character class costs a hook process ~10 ms each.
+_CJK_CLASS = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+_CJK = f"({_CJK_CLASS})"
+_CJK_RUN = _CJK_CLASS + "{2,}"
+_CJK_SPACED = f" {_CJK} "
+_COMPILED: dict[str, re.Pattern[str]] = {}
 _TOKEN = re.compile(r"[\w][\w.\-/:]*[\w]|\w", re.UNICODE)
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
@@ -126,9 +130,21 @@ STOPWORDS = frozenset(
 )
 
 
+def _compiled(pattern: str) -> re.Pattern[str]:
+    found = _COMPILED.get(pattern)
+    if found is None:
+        found = _COMPILED[pattern] = re.compile(pattern)
+    return found
+
+
 def fts_text(text: str) -> str:
     """Text as the full-text index should see it (CJK characters spaced apart)."""
-    return _CJK.sub(r" \1 ", text)
+    return text if text.isascii() else _compiled(_CJK).sub(r" \1 ", text)
+
+
+def unfts_text(text: str) -> str:
+    """The text :func:`fts_text` was given (it adds exactly one space either side of CJK)."""
+    return text if text.isascii() else _compiled(_CJK_SPACED).sub(r"\1", text)
 
 
 def context_text(context: dict[str, Any]) -> str:
@@ -172,7 +188,8 @@ def query_terms(text: str) -> tuple[list[str], list[str]]:
     idents: list[str] = []
     words: list[str] = []
     # A run of two or more CJK characters is matched exactly, like an identifier.
-    idents.extend(run.lower() for run in _CJK_RUN.findall(text))
+    if not text.isascii():
+        idents.extend(run.lower() for run in _compiled(_CJK_RUN).findall(text))
     for tok in _TOKEN.findall(fts_text(text)):
         tok = tok.strip(".:/-")
         if not tok:

@@ -117,6 +117,10 @@ class Lesson(BaseModel):
     invalid_at: datetime | None = None
     superseded_by: str | None = None
     pinned: bool = False
+    action: str = ""
+    """The action the rule is about (what following it means, for the gate)."""
+    feedback_helped: int = 0
+    feedback_hurt: int = 0
     signature: str = ""
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
@@ -148,3 +152,34 @@ class Stats(BaseModel):
     table_version: int
     fragments: int
     disk_bytes: int | None
+
+
+class LessonDetail(BaseModel):
+    """A lesson with its evidence and audit trail (``mimir show ID``)."""
+
+    lesson: Lesson
+    signature_valid: bool
+    supporting: list[Experience] = Field(default_factory=list)
+    contradicting: list[Experience] = Field(default_factory=list)
+    audit: list[AuditEvent] = Field(default_factory=list)
+
+
+class ConsolidationReport(BaseModel):
+    """What one consolidation run did."""
+
+    dry_run: bool = False
+    ran: bool = True
+    reason: str = ""
+    examined: int = 0
+    clusters: int = 0
+    candidates: list[Lesson] = Field(default_factory=list)
+    admitted: list[str] = Field(default_factory=list)
+    merged: list[str] = Field(default_factory=list)
+    superseded: list[str] = Field(default_factory=list)
+    quarantined: list[str] = Field(default_factory=list)
+    pending: list[str] = Field(default_factory=list)
+    dropped: list[str] = Field(default_factory=list)
+    """Rules proposed but dropped (weak LLM rules, with why)."""
+    llm_calls: int = 0
+    llm_tokens: int = 0
+    seconds: float = 0.0

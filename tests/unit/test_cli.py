@@ -103,10 +103,34 @@ def test_doctor_reports_every_check(home: Path) -> None:
 def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
     import os
 
-    env = {**os.environ, "MIMIR_EMBEDDER": "fastembed"}
+    env = {**os.environ, "MIMIR_EMBEDDER": "fastembed", "TMPDIR": str(tmp_path)}
     out = subprocess.run([*MIMIR, "demo"], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     for part in ("1. Recording", "2. Recall", "3. Recommend", "alembic upgrade head", "confidence"):
         assert part in text
+    # ... and lessons being learned: consolidated, gated, injected, traceable.
+    for part in ("5. Consolidate", "lesson(s) (served from now on)", "gate: lift", "<mimir-memory",
+                 "7. Every lesson is traceable", "signature: valid", "audit trail"):  # fmt: skip
+        assert part in text, part
     assert "Traceback" not in out.stderr
+    # The demo store is kept for `mimir ui`, and only it is emptied by the next run.
+    kept = tmp_path / f"mimir-demo-{os.getuid()}"
+    assert f"mimir ui --home {kept}" in text
+    stats = subprocess.run(
+        [*MIMIR, "stats", "--json", "--home", str(kept)], capture_output=True, text=True, env=env
+    )
+    assert json.loads(stats.stdout)["experiences"] > 20, stats.stderr
+
+
+def test_demo_never_empties_a_directory_it_did_not_make(tmp_path: Path) -> None:
+    import os
+
+    foreign = tmp_path / f"mimir-demo-{os.getuid()}"
+    foreign.mkdir()
+    (foreign / "precious.txt").write_text("keep me")
+    env = {**os.environ, "MIMIR_EMBEDDER": "hash", "TMPDIR": str(tmp_path)}
+    out = subprocess.run([*MIMIR, "demo"], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    assert (foreign / "precious.txt").read_text() == "keep me"
+    assert f"mimir ui --home {foreign}" not in out.stdout

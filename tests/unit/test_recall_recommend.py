@@ -175,3 +175,70 @@ def test_decay_lets_recent_evidence_win(home: Path, fast_embedder: object) -> No
         )
     rec = m.recommend("release the package to the registry")
     assert rec is not None and rec.action == "uv publish with trusted publishing"
+
+
+def test_cluster_actions_never_pools_different_command_signatures() -> None:
+    import numpy as np
+
+    from mimir_core.recommend import cluster_actions
+
+    a, b = np.eye(2, dtype=np.float32)  # within a group cosine 1.0, across groups 0.0
+    actions = [
+        ("ran the migrations, then the tests", a),  # prose first: no signature yet
+        ("pytest tests/integration", a),  # prose pools with a command by embedding
+        ("alembic upgrade head && pytest tests/integration", a),  # another command: never
+        ("pytest  tests/integration", a),  # the same command, spaced differently
+        ("pytest tests/integration -x", a),  # a short flag: the same signature
+        ("docker build .", b),
+        ("docker buildx build --platform linux/amd64 .", b),
+    ]
+    rows = [
+        {"id": f"e{i}", "action": t, "score": 1.0, "created_at": float(i), "action_vector": v}
+        for i, (t, v) in enumerate(actions)
+    ]
+    clusters = cluster_actions(rows, [1.0] * len(rows), 0.7)
+    groups = [[r["action"] for r in cl.rows] for cl in clusters]
+    assert groups == [
+        [
+            "ran the migrations, then the tests",
+            "pytest tests/integration",
+            "pytest  tests/integration",
+            "pytest tests/integration -x",
+        ],
+        ["alembic upgrade head && pytest tests/integration"],
+        ["docker build ."],
+        ["docker buildx build --platform linux/amd64 ."],
+    ]
+
+
+def test_recommend_keeps_a_command_apart_from_the_same_command_with_a_step_before(
+    mimir: Mimir,
+) -> None:
+    # MiniLM puts these two actions at cosine ~0.71, above the pooling threshold (0.70).
+    bad = [
+        mimir.record(
+            f"Run the payments integration tests ({i})",
+            "pytest tests/integration",
+            "failure",
+            reason="UndefinedTable: relation orders does not exist",
+            created_at=T0 + timedelta(hours=i),
+        ).id
+        for i in range(3)
+    ]
+    good = [
+        mimir.record(
+            f"Run the payments integration tests ({i + 3})",
+            "alembic upgrade head && pytest tests/integration",
+            "success",
+            reason="48 passed",
+            created_at=T0 + timedelta(hours=i + 3),
+        ).id
+        for i in range(2)
+    ]
+    rec = mimir.recommend("run the payments integration tests")
+    assert rec is not None
+    assert rec.action == "alembic upgrade head && pytest tests/integration"
+    assert sorted(rec.evidence_ids) == sorted(good)
+    assert (rec.successes, rec.failures) == (2.0, 0.0)
+    trap = [a for a in rec.alternatives if a.action == "pytest tests/integration"]
+    assert trap and sorted(trap[0].evidence_ids) == sorted(bad) and trap[0].successes == 0

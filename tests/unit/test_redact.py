@@ -463,7 +463,7 @@ def test_adversarial_megabyte_is_fast(name: str) -> None:
     out = sanitize(text, limit=10_000)
     elapsed = time.process_time() - start
     assert len(out) <= 10_000
-    assert elapsed < 20.0, f"{name}: {elapsed:.2f}s"  # catastrophic backtracking, not speed
+    assert elapsed < 2.0, f"{name}: {elapsed:.2f}s"
 
 
 def test_realistic_megabyte_is_fast() -> None:
@@ -472,7 +472,7 @@ def test_realistic_megabyte_is_fast() -> None:
     start = time.process_time()
     out = redact(text)
     elapsed = time.process_time() - start
-    assert elapsed < 20.0, f"{elapsed:.2f}s"  # catastrophic backtracking, not speed
+    assert elapsed < 2.0, f"{elapsed:.2f}s"
     for entry in SECRETS[:10]:
         assert entry["secret"] not in out
 

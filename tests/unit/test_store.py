@@ -66,3 +66,29 @@ def test_sql_literals_are_escaped(hash_mimir: Mimir) -> None:
     assert (
         hash_mimir.recall("it's a task with 'quotes'", scope="o'brien")[0].experience.id == exp.id
     )
+
+
+def test_a_large_table_gets_key_and_vector_indexes_and_still_dedups(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without BTREE indexes every write's idempotency check scans the whole key column.
+    monkeypatch.setattr(store_mod, "INDEX_ROWS", 300)
+    m = Mimir(home, embedder="hash")
+    items = [
+        {
+            "task": f"build module {i} of the payments service",
+            "action": f"make build-{i % 7}",
+            "outcome": "success" if i % 3 else "failure",
+            "idempotency_key": f"key-{i}",
+        }
+        for i in range(320)
+    ]
+    first = m.record_many(items)
+    m.compact()
+    indexed = {tuple(i.columns) for i in m.store.table(store_mod.EXPERIENCES).list_indices()}
+    assert {("id",), ("idem_key",), ("vector",)} <= indexed
+    again = m.record_many(items[:50])  # the same keys: the same experiences, nothing new
+    assert [e.id for e in again] == [e.id for e in first[:50]]
+    assert m.stats().experiences == 320
+    hit = m.recall("build module 17 of the payments service", k=1)[0]
+    assert hit.experience.id == first[17].id

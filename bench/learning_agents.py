@@ -1,0 +1,196 @@
+"""The learning benchmark's three simulated agents (public API of ``mimir_core`` only).
+
+* COLD: no memory; picks uniformly among the family's plausible actions.
+* NAIVE: recall of raw past attempts only: the action of the most similar past success, else
+  uniformly among the plausible actions not seen failing in what was recalled.
+* WARM: the full Mimir loop: served lessons (``avoid`` lessons exclude their action, a
+  ``prefer`` lesson is followed), ``recommend(explore=True)`` (Thompson over recorded actions;
+  an untried plausible action gets a fair Beta(0.5, 0.5) draw against the recommended one, since
+  recommend only knows recorded actions), ``recall`` of this repo's raw attempts (an action that
+  only ever failed here is not retried), every outcome recorded with the served lesson ids,
+  ``consolidate()`` every N tasks.
+
+NAIVE and WARM work through one handle per repo on one shared store (``scope`` = the repo, as
+each project's agent would), so evidence from the same repo counts most.
+
+Every agent is told the task text, its repo (the scope it works in) and the plausible actions
+(what an LLM agent would come up with by itself); never the family or the hidden rates.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from mimir_core import Mimir
+
+from .learning_env import REPOS, Task
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+"""When the stream's first task is recorded (task ``t`` at ``T0 + t`` minutes). Every record
+carries this time and an idempotency key, so experience ids (and the lesson gate's cross-fitting
+folds, which hash them) and with them a whole run depend on the seeds only, never on the clock
+or on uuid4."""
+
+
+@dataclass
+class Choice:
+    """What an agent chose, and what it knew when it chose."""
+
+    action: str
+    source: str
+    confidence: float | None = None
+    lesson_ids: list[str] = field(default_factory=list)
+    posterior_mean: float | None = None
+    """For a recommended action: the mean of its Beta(0.5 + s, 0.5 + f) posterior."""
+
+
+class Cold:
+    name = "cold"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def choose(self, task: Task) -> Choice:
+        return Choice(self.rng.choice(task.family.commands), "prior")
+
+    def learn(self, task: Task, choice: Choice, success: bool) -> None:
+        return None
+
+
+def _handles(home: Path, embedder: Any) -> dict[str, Mimir]:
+    """One handle per repo on one shared store, as each repo's agent would have (its project is
+    its scope: recall, recommend and lessons prefer that repo's evidence, others' counts less)."""
+    first = Mimir(home, embedder=embedder, scope=REPOS[0], auto_consolidate=False)
+    out = {REPOS[0]: first}
+    for repo in REPOS[1:]:  # share the loaded embedding model
+        out[repo] = Mimir(home, embedder=first.embedder, scope=repo, auto_consolidate=False)
+    return out
+
+
+def _record(m: Mimir, key: str, task: Task, choice: Choice, success: bool) -> str:
+    reason = next(a.reason for a in task.family.actions if a.command == choice.action)
+    exp = m.record(
+        task.text,
+        choice.action,
+        "success" if success else "failure",
+        reason=None if success else reason,
+        context={"repo": task.repo},
+        recalled_lesson_ids=choice.lesson_ids or None,
+        created_at=T0 + timedelta(minutes=task.index),
+        idempotency_key=f"learn-{key}-{task.index}",
+    )
+    return exp.id
+
+
+class Naive:
+    name = "naive"
+
+    def __init__(self, seed: int, home: Path, embedder: Any) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.handles = _handles(home, embedder)
+        self.exp_ids: dict[str, Task] = {}
+
+    def choose(self, task: Task) -> Choice:
+        cands = task.family.commands
+        hits = self.handles[task.repo].recall(task.text, k=10)
+        failed = set()
+        for h in hits:
+            act = h.experience.action
+            if act not in cands:
+                continue
+            if h.experience.outcome == "success":
+                return Choice(act, "recall")
+            failed.add(act)
+        return Choice(self.rng.choice([c for c in cands if c not in failed] or cands), "prior")
+
+    def learn(self, task: Task, choice: Choice, success: bool) -> None:
+        key = f"{self.name}-{self.seed}"
+        self.exp_ids[_record(self.handles[task.repo], key, task, choice, success)] = task
+
+
+@dataclass
+class Admitted:
+    """A lesson admitted during the run and the task index at which it was admitted."""
+
+    lesson_id: str
+    at: int
+
+
+class Warm:
+    name = "warm"
+
+    def __init__(self, seed: int, home: Path, embedder: Any, consolidate_every: int) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.handles = _handles(home, embedder)
+        self.m = self.handles[REPOS[0]]
+        self.every = consolidate_every
+        self.exp_ids: dict[str, Task] = {}
+        self.admitted: list[Admitted] = []
+        self.seen = 0
+        self.consolidate_seconds = 0.0
+        self.consolidations = 0
+
+    def choose(self, task: Task) -> Choice:
+        m = self.handles[task.repo]
+        cands = task.family.commands
+        lessons = m.lessons(task.text, k=5)
+        served = [le.id for le in lessons]
+        avoid = {le.action for le in lessons if le.kind == "avoid" and le.action in cands}
+        prefer = [
+            le.action
+            for le in lessons
+            if le.kind != "avoid" and le.action in cands and le.action not in avoid
+        ]
+        rec = m.recommend(task.text, explore=True, seed=self.rng.randrange(2**31))
+        known: dict[str, tuple[float, float]] = {}
+        if rec is not None:
+            opts = [(rec.variants, rec.successes, rec.failures)]
+            opts += [(a.variants, a.successes, a.failures) for a in rec.alternatives]
+            for variants, succ, fail in opts:
+                for v in variants:
+                    if v in cands:
+                        known[v] = (succ, fail)
+        # Raw past attempts in this repo: an action that only ever failed here is not retried
+        # (recommend pools other repos' evidence at half weight; the same fix may not work here).
+        here: dict[str, list[bool]] = {}
+        for h in m.recall(task.text, k=10, scope=task.repo):
+            e = h.experience
+            if e.action in cands:
+                here.setdefault(e.action, []).append(e.outcome == "success")
+        for act, outs in here.items():
+            if not any(outs):
+                known[act] = (0.0, float(len(outs)))
+            else:
+                known.setdefault(act, (float(sum(outs)), float(len(outs) - sum(outs))))
+        allowed = [c for c in cands if c not in avoid and not (c in known and known[c][0] <= 0)]
+        allowed = allowed or [c for c in cands if c not in avoid] or cands
+        untried = [c for c in allowed if c not in known]
+        prefer = [a for a in prefer if a in allowed]
+        if prefer:
+            return Choice(prefer[0], "lesson", None, served)
+        if rec is not None and rec.action in allowed:
+            draw = self.rng.betavariate(0.5 + rec.successes, 0.5 + rec.failures)
+            if untried and max(self.rng.betavariate(0.5, 0.5) for _ in untried) > draw:
+                return Choice(self.rng.choice(untried), "explore", None, served)
+            mean = (0.5 + rec.successes) / (1.0 + rec.successes + rec.failures)
+            return Choice(rec.action, "recommend", rec.confidence, served, mean)
+        return Choice(self.rng.choice(untried or allowed), "explore", None, served)
+
+    def learn(self, task: Task, choice: Choice, success: bool) -> None:
+        import time
+
+        key = f"{self.name}-{self.seed}"
+        self.exp_ids[_record(self.handles[task.repo], key, task, choice, success)] = task
+        self.seen += 1
+        if self.seen % self.every == 0:
+            started = time.perf_counter()
+            report = self.m.consolidate()
+            self.consolidate_seconds += time.perf_counter() - started
+            self.consolidations += 1
+            self.admitted += [Admitted(i, task.index) for i in report.admitted]

@@ -1,0 +1,142 @@
+"""Claude Code: the hook handler (``mimir hook claude-code``) and ``mimir setup claude-code``.
+
+Hooks capture tool calls (``PostToolUse``, ``PostToolUseFailure``), the task
+(``UserPromptSubmit``) and the end of turns and sessions (``Stop``, ``SessionEnd``), and answer
+``SessionStart``, ``UserPromptSubmit`` and ``PostToolUseFailure`` with the relevant lessons in
+``hookSpecificOutput.additionalContext``. ``PreCompact`` and ``SessionEnd`` start a background
+ingest and consolidation. Setup merges the hooks into ``~/.claude/settings.json`` and registers
+the MCP server with ``claude mcp add`` when the ``claude`` CLI is on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from mimir_core.capture import describe_action, from_claude_code
+
+if TYPE_CHECKING:
+    from .hooks import HookContext
+    from .setup_cmd import SetupEnv
+
+#: The events the hooks are installed for (tool events match every tool).
+EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Stop",
+    "SessionEnd",
+    "PreCompact",
+)
+TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
+HOOK_TIMEOUT = 15
+MCP_NAME = "mimir"
+
+
+def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
+    """Capture one Claude Code event; the answer carries lessons when some are relevant."""
+    ev = from_claude_code(payload)
+    if ev.kind == "ignore" or not ctx.claim(ev):
+        return None
+    ctx.capture.handle(ev)
+    if ev.name in ("PreCompact", "SessionEnd"):
+        ctx.background(ev.name)
+    if ev.name == "SessionStart":
+        ctx.capture.reset_context(ev.session_id)
+    if not ev.inject or (ev.kind == "tool" and ev.ok):
+        return None
+    if ev.kind == "task":
+        query = ev.text
+    elif ev.kind == "tool":
+        query = f"{describe_action(ev.tool, ev.tool_input)}\n{ev.error[-500:]}"
+    else:  # SessionStart: what the session was last about, else the project
+        query = ctx.capture.current_task(ev.session_id) or os.path.basename(ev.cwd.rstrip("/"))
+    text = ctx.lessons(ev, query)
+    if not text:
+        return None
+    return {"hookSpecificOutput": {"hookEventName": ev.name, "additionalContext": text}}
+
+
+# -- setup -------------------------------------------------------------------------------------
+
+
+def hooks_config(command: str) -> dict[str, list[dict[str, Any]]]:
+    """The ``hooks`` entries Mimir adds (the same shape for settings.json and the plugin)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for event in EVENTS:
+        entry: dict[str, Any] = {
+            "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]
+        }
+        if event in TOOL_EVENTS:
+            entry = {"matcher": "*", **entry}
+        out[event] = [entry]
+    return out
+
+
+def _is_ours(entry: Any) -> bool:
+    hooks = entry.get("hooks") if isinstance(entry, dict) else None
+    return isinstance(hooks, list) and any(
+        isinstance(h, dict) and "hook claude-code" in str(h.get("command", "")) for h in hooks
+    )
+
+
+def setup(env: SetupEnv) -> list[str]:
+    """Merge the hooks into ``~/.claude/settings.json`` and add the MCP server."""
+    path = env.user_home / ".claude" / "settings.json"
+    settings = env.read_json(path)
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise env.error(f"{path}: 'hooks' is not an object; fix it by hand first")
+    for event, entries in hooks_config(env.command("hook", "claude-code")).items():
+        kept = [e for e in hooks.get(event) or [] if not _is_ours(e)]
+        hooks[event] = [*kept, *entries]
+    done = [env.write_json(path, settings, "hooks for " + ", ".join(EVENTS))]
+    done.append(
+        env.run_host_cli(
+            "claude",
+            [
+                "mcp",
+                "add",
+                "--scope",
+                "user",
+                *env.env_args("-e"),
+                MCP_NAME,
+                "--",
+                *env.mcp_command(),
+            ],
+            what="the MCP server",
+            undo=["mcp", "remove", "--scope", "user", MCP_NAME],
+        )
+    )
+    return done
+
+
+def uninstall(env: SetupEnv) -> list[str]:
+    """Remove exactly the hooks and the MCP server that setup added."""
+    path = env.user_home / ".claude" / "settings.json"
+    done: list[str] = []
+    if path.exists():
+        settings = env.read_json(path)
+        hooks = settings.get("hooks")
+        if isinstance(hooks, dict):
+            for event in list(hooks):
+                entries = hooks[event]
+                if isinstance(entries, list):
+                    kept = [e for e in entries if not _is_ours(e)]
+                    if kept:
+                        hooks[event] = kept
+                    else:
+                        del hooks[event]
+            if not hooks:
+                del settings["hooks"]
+            done.append(env.write_json(path, settings, "Mimir's hooks removed"))
+    done.append(
+        env.run_host_cli(
+            "claude",
+            ["mcp", "remove", "--scope", "user", MCP_NAME],
+            what="the MCP server",
+            undo=None,
+        )
+    )
+    return done

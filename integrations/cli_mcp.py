@@ -1,0 +1,133 @@
+"""``mimir mcp`` (and the ``mimir-mcp`` script): serve Mimir to MCP clients.
+
+Over stdio by default (what Claude Code, Claude Desktop, Codex, Cursor and Cline launch), or over
+streamable HTTP with ``--http`` on 127.0.0.1. Binding any other address needs ``--allow-remote``
+and a bearer token (``--token`` or ``MIMIR_MCP_TOKEN``). Logs go to ``<home>/logs/mcp.log`` and
+stderr, never to stdout (it carries the protocol).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+DEFAULT_PORT = 8765
+TOKEN_ENV = "MIMIR_MCP_TOKEN"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``mimir mcp``."""
+    p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port ({DEFAULT_PORT})")
+    p.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback --host (requires a bearer token)",
+    )
+    p.add_argument("--token", help=f"bearer token clients must send (or ${TOKEN_ENV})")
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=30.0,
+        help="seconds between background rounds (spool drain, auto-consolidation)",
+    )
+    p.add_argument("--no-background", action="store_true", help="no background upkeep")
+    p.set_defaults(handler=cmd_mcp)
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``mimir mcp``."""
+    p = sub.add_parser("mcp", parents=[common], help="serve Mimir to MCP clients (stdio or HTTP)")
+    add_arguments(p)
+
+
+def _setup_logging(home: os.PathLike[str] | str, level: str) -> None:
+    """WARNING and up on stderr, INFO and up in ``<home>/logs/mcp.log`` (private)."""
+    import logging
+    from pathlib import Path
+
+    root = logging.getLogger()
+    if root.handlers:  # already configured by the embedding program
+        return
+    fmt = logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
+    err = logging.StreamHandler(sys.stderr)
+    err.setLevel(level.upper() if level.upper() in logging._nameToLevel else "WARNING")
+    err.setFormatter(fmt)
+    root.addHandler(err)
+    try:
+        logs = Path(home).expanduser() / "logs"
+        logs.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = logs / "mcp.log"
+        os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
+        file = logging.FileHandler(path, encoding="utf-8")
+        file.setLevel(logging.INFO)
+        file.setFormatter(fmt)
+        root.addHandler(file)
+    except OSError as exc:  # an unwritable home must not stop the server
+        logging.getLogger("mimir.mcp").warning("no log file: %s", exc)
+    root.setLevel(logging.INFO)
+    for noisy in ("mcp", "httpx", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve until the client hangs up (stdio) or the process is interrupted (HTTP)."""
+    from pathlib import Path
+
+    from mimir_core.settings import MimirSettings
+
+    from .cli import open_mimir
+    from .mcp_http import check_bind
+
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    if args.http:
+        check_bind(args.host, allow_remote=args.allow_remote, token=token)
+    settings = MimirSettings()
+    home = Path(args.home).expanduser() if getattr(args, "home", None) else settings.home
+    _setup_logging(home, settings.log_level)
+    os.environ.setdefault("LANCE_LOG", "error")
+
+    try:
+        from .mcp_server import build_server
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        from mimir_core.errors import OptionalDependencyError
+
+        raise OptionalDependencyError("mcp", "mcp") from exc
+
+    server = build_server(
+        lambda: open_mimir(args),
+        background=not args.no_background,
+        interval=args.interval,
+        log_level=settings.log_level,
+    )
+    try:
+        if args.http:
+            from .mcp_http import serve_http
+
+            serve_http(server, host=args.host, port=args.port, path=args.path, token=token)
+        else:
+            server.run("stdio")
+    finally:
+        server.maintainer.stop(timeout=10.0)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``mimir-mcp`` console script: ``mimir mcp`` without the rest of the CLI."""
+    from .cli import run_handler
+
+    parser = argparse.ArgumentParser(prog="mimir-mcp", description="Serve Mimir over MCP.")
+    parser.add_argument("--home", help="Mimir home directory (default: $MIMIR_HOME or ~/.mimir)")
+    add_arguments(parser)
+    return run_handler("mimir-mcp", cmd_mcp, parser.parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

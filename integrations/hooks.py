@@ -1,0 +1,231 @@
+"""The shared, fail-open hook runner behind ``mimir hook <host> [--home DIR] [--config FILE]``.
+
+A host runs the hook once per event with a JSON payload on stdin. The runner reads it, lets the
+host module turn it into a capture and maybe an answer, prints the answer as one JSON object
+on stdout, and always exits 0. Any error (bad JSON, an unknown event, a full disk) is logged to
+``<home>/logs/hooks.log`` and the hook prints nothing, which every host reads as "carry on".
+
+This module is on the hot path of every tool call: it imports the standard library and
+Mimir's stdlib-only modules, never LanceDB, numpy, pydantic or a model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mimir_core import spool
+from mimir_core.capture import Capture, Event
+from mimir_core.capture.events import sha256_hex
+
+#: ``mimir hook <name>`` → the module with ``handle(payload, ctx) -> dict | None``.
+HOST_MODULES: dict[str, str] = {
+    "claude-code": "mimir_integrations.claude_code",
+    "cline": "mimir_integrations.cline",
+}
+MAX_STDIN = 64 * 1024 * 1024
+LOG_MAX_BYTES = 2 * 1024 * 1024
+#: A background ``mimir ingest --consolidate`` at most this often (seconds).
+BACKGROUND_EVERY = 120.0
+USAGE = "usage: mimir hook {claude-code,cline} [--home DIR] | mimir hook --config FILE [--home DIR]"
+
+Handler = Callable[[dict[str, Any], "HookContext"], "dict[str, Any] | None"]
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+class HookContext:
+    """What a host module needs: the capture, lessons for injection, logging, background jobs."""
+
+    def __init__(self, home: Path, raw: bytes) -> None:
+        self.home = home
+        self.spool = spool.spool_dir(home, os.environ.get("MIMIR_STORE_URI") or None)
+        self.scope = os.environ.get("MIMIR_SCOPE") or None
+        self.capture = Capture(self.spool, scope=self.scope if self.scope != "*" else None)
+        self.fingerprint = sha256_hex(raw)
+
+    def claim(self, ev: Event) -> bool:
+        """False when this very payload was already handled (a hook installed twice)."""
+        return self.capture.claim(ev.session_id, self.fingerprint)
+
+    def scope_of(self, ev: Event) -> str | None:
+        """The project whose lessons (and global ones) are given; ``None`` for every project
+        (``MIMIR_SCOPE=*``)."""
+        if self.scope == "*":
+            return None
+        return str(self.capture.meta(ev.session_id).get("scope") or "") or self.scope
+
+    def lessons(self, ev: Event, query: str, *, budget_chars: int = 2000) -> str:
+        """The fenced lessons block for ``query`` ("" when none is relevant or on any error);
+        a block already given in this session is not given again."""
+        if not query.strip():
+            return ""
+        try:
+            from mimir_core.digest import render_context
+        except ImportError:
+            return ""
+        try:
+            text = render_context(
+                self.home,
+                query,
+                scope=self.scope_of(ev),
+                budget_chars=budget_chars,
+                key=os.environ.get("MIMIR_SIGNING_KEY") or None,
+            )
+        except Exception as exc:
+            log(self.home, f"lessons for {ev.host} {ev.name}: {type(exc).__name__}: {exc}")
+            return ""
+        if not text or not self.capture.offer_context(ev.session_id, text):
+            return ""
+        return text
+
+    def background(self, why: str) -> None:
+        """Start ``mimir ingest --consolidate`` detached (throttled; off with
+        ``MIMIR_AUTO_CONSOLIDATE=0``): drains the spool and keeps the lessons digest current."""
+        if not _env_flag("MIMIR_AUTO_CONSOLIDATE", True):
+            return
+        stamp = self.spool / "background.stamp"
+        try:
+            if time.time() - stamp.stat().st_mtime < BACKGROUND_EVERY:
+                return
+        except OSError:
+            pass
+        import subprocess
+
+        self.spool.mkdir(parents=True, exist_ok=True, mode=0o700)
+        stamp.touch(mode=0o600)
+        cmd = [sys.executable, "-m", "mimir_integrations.cli", "ingest", "--consolidate"]
+        with open(_log_path(self.home), "ab") as err:
+            subprocess.Popen(
+                [*cmd, "--home", str(self.home)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+                close_fds=True,
+            )
+        log(self.home, f"started background ingest ({why})")
+
+
+def _log_path(home: Path) -> Path:
+    logs = home / "logs"
+    logs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return logs / "hooks.log"
+
+
+def log(home: Path, message: str) -> None:
+    """Append one line to ``<home>/logs/hooks.log`` (0600, rotated at 2 MB). Never raises."""
+    try:
+        from mimir_core.redact import redact
+
+        path = _log_path(home)
+        try:
+            if path.stat().st_size > LOG_MAX_BYTES:
+                os.replace(path, path.with_name("hooks.log.1"))
+        except OSError:
+            pass
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        line = f"{stamp} pid={os.getpid()} {redact(message)}".replace("\n", "\n    ") + "\n"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except Exception:  # the log is the last resort: nowhere left to report to
+        pass
+
+
+def _parse_args(argv: list[str]) -> tuple[str | None, str | None, str | None]:
+    """(host, home, config) from ``argv``; raises ValueError on anything else."""
+    host = home = config = None
+    it = iter(argv)
+    for arg in it:
+        if arg in ("--home", "--config"):
+            value = next(it, None)
+            if value is None:
+                raise ValueError(f"{arg} needs a value")
+            if arg == "--home":
+                home = value
+            else:
+                config = value
+        elif arg.startswith("--home="):
+            home = arg.split("=", 1)[1]
+        elif arg.startswith("--config="):
+            config = arg.split("=", 1)[1]
+        elif host is None and not arg.startswith("-"):
+            host = arg
+        else:
+            raise ValueError(f"unexpected argument {arg!r}")
+    return host, home, config
+
+
+def _handler(host: str | None, config: str | None) -> Handler:
+    if config:
+        from mimir_core.capture import HookMapping
+
+        mapping = HookMapping.load(config)
+
+        def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
+            ev = mapping.event(payload)
+            if not ctx.claim(ev):
+                return None
+            ctx.capture.handle(ev)
+            if not ev.inject:
+                return None
+            query = ev.text or ctx.capture.current_task(ev.session_id)
+            return mapping.answer(ctx.lessons(ev, query))
+
+        return handle
+    if host not in HOST_MODULES:
+        raise ValueError(f"unknown host {host!r}; expected one of {', '.join(HOST_MODULES)}")
+    handle_fn: Handler = importlib.import_module(HOST_MODULES[host]).handle
+    return handle_fn
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one hook invocation; always returns 0 (fail open)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
+    home = Path(os.environ.get("MIMIR_HOME") or Path.home() / ".mimir").expanduser()
+    where = "hook"
+    try:
+        host, home_arg, config = _parse_args(args)
+        if home_arg:
+            home = Path(home_arg).expanduser()
+        where = f"hook {host or config}"
+        handler = _handler(host, config)
+        raw = sys.stdin.buffer.read(MAX_STDIN + 1)
+        if len(raw) > MAX_STDIN:
+            raise ValueError(f"payload larger than {MAX_STDIN} bytes: ignored")
+        payload = json.loads(raw)
+        if not isinstance(payload, dict):
+            raise ValueError(f"payload is a JSON {type(payload).__name__}, not an object")
+        answer = handler(payload, HookContext(home, raw))
+        if answer:
+            sys.stdout.write(json.dumps(answer, ensure_ascii=False))
+            sys.stdout.flush()
+    except Exception as exc:
+        import traceback
+
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        if not isinstance(exc, (ValueError, spool.SpoolError)):
+            detail += "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:])
+        log(home, f"{where}: {detail}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""``MimirMemoryNode``: lessons into the state before a step, an exactly-once record after it."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import convert_to_openai_messages
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from mimir_core.episodes import Episodes
+from mimir_core.errors import MimirError
+from mimir_core.graph_steps import (
+    SaverLineage,
+    mark_tool_errors,
+    state_query,
+    state_records,
+    step_ref,
+)
+from mimir_core.tools import call_tool
+
+from .store import open_mimir
+
+log = logging.getLogger("mimir.langgraph")
+
+Describe = Callable[[Mapping[str, Any]], list[dict[str, Any]]]
+
+
+def openai_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """LangChain messages in the OpenAI format Mimir reads (failed tool results as errors)."""
+    return mark_tool_errors(messages, convert_to_openai_messages(list(messages)))
+
+
+def describe_state(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What a state says was tried: its ``task``/``action``/``outcome`` keys (+ ``reason``,
+    ``score``) as one record, or else the attempts of the last turn of its ``messages``
+    (:func:`mimir_core.graph_steps.state_records`); empty when there is nothing to record.
+    """
+    return state_records(state, openai_messages, "langgraph")
+
+
+class MimirMemoryNode:
+    """Checkpoint-aware Mimir memory for a LangGraph graph.
+
+    * :meth:`wrap` turns a step into one node that first puts the relevant lessons
+      (``Mimir.context``) into the state under ``lessons_key`` (and, with ``experiences=k``, the
+      k most relevant past attempts under ``experiences_key``), runs the step, then records what
+      was tried and how it ended (:func:`describe_state` of the state after the step).
+    * :meth:`before` and :meth:`after` are the same two halves as separate nodes.
+    * :meth:`record` records from inside any node.
+
+    Records are exactly-once across LangGraph's re-execution: each is keyed on
+    ``(thread_id, checkpoint_ns, task_id, label)``, which an interrupt/resume, a crash re-run or
+    a retry keep, so the record is stored once. A time-travel fork runs under new task ids: its
+    records are new, and carry the branch and the checkpoint it was forked from (looked up in
+    the graph's checkpointer). Memory failures are logged and never fail the graph.
+    """
+
+    def __init__(
+        self,
+        mimir: Any = None,
+        *,
+        describe: Describe = describe_state,
+        lessons_key: str = "mimir_lessons",
+        budget_chars: int = 2000,
+        scope: str | None = None,
+        checkpointer: Any = None,
+        experiences: int = 0,
+        experiences_key: str = "mimir_experiences",
+    ) -> None:
+        self.mimir = open_mimir(mimir)
+        self.experiences = experiences
+        self.experiences_key = experiences_key
+        self.describe = describe
+        self.lessons_key = lessons_key
+        self.budget_chars = budget_chars
+        self.scope = scope
+        self.checkpointer = checkpointer
+        self.episodes = Episodes(self.mimir, source="langgraph", scope=scope)
+        self._lineage = SaverLineage()
+
+    # -- the two halves ----------------------------------------------------------------------
+
+    def lessons(self, state: Mapping[str, Any]) -> str:
+        """The lessons for the state's task, fenced as data ("" when none or on failure)."""
+        query = state_query(state, openai_messages)
+        if not query:
+            return ""
+        try:
+            return str(self.mimir.context(query, budget_chars=self.budget_chars, scope=self.scope))
+        except Exception as exc:  # memory must never stop the agent
+            log.warning("mimir: lessons unavailable: %s", exc)
+            return ""
+
+    def past_attempts(self, state: Mapping[str, Any]) -> str:
+        """The ``experiences`` most relevant past attempts, as the recall tool renders them."""
+        query = state_query(state, openai_messages)
+        if not query or self.experiences <= 0:
+            return ""
+        try:
+            args = {"query": query, "k": self.experiences}
+            return call_tool(self.mimir, "recall_experiences", args, source="langgraph").text
+        except Exception as exc:  # memory must never stop the agent
+            log.warning("mimir: past attempts unavailable: %s", exc)
+            return ""
+
+    def before(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """Node: the relevant lessons (with ``experiences=k``, past attempts) into the state."""
+        update = {self.lessons_key: self.lessons(state)}
+        if self.experiences > 0:
+            update[self.experiences_key] = self.past_attempts(state)
+        return update
+
+    def after(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        """Node: record the attempt the state describes (once per task)."""
+        items = self.describe(state)
+        if items:
+            self._safe_record(items, config, "step")
+        return {}
+
+    def record(
+        self,
+        task: str,
+        action: str,
+        outcome: str,
+        *,
+        reason: str | None = None,
+        score: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        label: str = "step",
+        config: RunnableConfig | None = None,
+    ) -> Any:
+        """Record from inside a node, once per (task, ``label``) however often the node re-runs.
+
+        Raises :class:`~mimir_core.errors.MimirError` for bad input or outside a node.
+        """
+        item = {
+            "task": task,
+            "action": action,
+            "outcome": outcome,
+            "reason": reason,
+            "score": score,
+            "context": dict(context or {}),
+        }
+        return self._record([item], config, label)[0]
+
+    # -- one node around a step --------------------------------------------------------------
+
+    def wrap(self, step: Callable[..., Any]) -> Callable[..., Any]:
+        """A node running ``step`` between the lessons (before) and the record (after)."""
+        params = inspect.signature(step).parameters
+        if inspect.iscoroutinefunction(step):
+
+            async def anode(state: dict[str, Any], config: RunnableConfig, runtime: Runtime) -> Any:
+                memory = await asyncio.to_thread(self.before, state)
+                given = {**state, **memory}
+                update = await step(given, **_extras(params, config, runtime))
+                await asyncio.to_thread(self._after_step, given, update, config)
+                return _merge(update, memory)
+
+            anode.__name__ = getattr(step, "__name__", "mimir_step")
+            return anode
+
+        def node(state: dict[str, Any], config: RunnableConfig, runtime: Runtime) -> Any:
+            memory = self.before(state)
+            given = {**state, **memory}
+            update = step(given, **_extras(params, config, runtime))
+            self._after_step(given, update, config)
+            return _merge(update, memory)
+
+        node.__name__ = getattr(step, "__name__", "mimir_step")
+        return node
+
+    def _after_step(self, state: Mapping[str, Any], update: Any, config: RunnableConfig) -> None:
+        merged = {**state, **update} if isinstance(update, Mapping) else dict(state)
+        if isinstance(update, Mapping) and isinstance(update.get("messages"), list):
+            merged["messages"] = [*(state.get("messages") or []), *update["messages"]]
+        try:
+            items = self.describe(merged)
+        except Exception as exc:
+            log.warning("mimir: could not describe the step: %s", exc)
+            return
+        if items:
+            self._safe_record(items, config, "step")
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def _safe_record(
+        self, items: list[dict[str, Any]], config: RunnableConfig | None, label: str
+    ) -> None:
+        try:
+            self._record(items, config, label)
+        except Exception as exc:  # memory must never stop the agent
+            log.warning("mimir: could not record the step: %s", exc)
+
+    def _record(
+        self, items: list[dict[str, Any]], config: RunnableConfig | None, label: str
+    ) -> list[Any]:
+        try:
+            config = config or get_config()
+        except RuntimeError as exc:
+            raise MimirError(
+                "record() needs a LangGraph node's config (call it in a node)"
+            ) from exc
+        ref = step_ref(config)
+        saver = self.checkpointer or (config.get("configurable") or {}).get("__pregel_checkpointer")
+        branch = self._lineage.branch(saver, ref)
+        return self.episodes.record_step(ref, items, branch=branch, label=label)
+
+
+def _extras(params: Mapping[str, inspect.Parameter], config: Any, runtime: Any) -> dict[str, Any]:
+    extras: dict[str, Any] = {}
+    if "config" in params:
+        extras["config"] = config
+    if "runtime" in params:
+        extras["runtime"] = runtime
+    return extras
+
+
+def _merge(update: Any, memory: dict[str, Any]) -> Any:
+    if update is None:
+        return dict(memory)
+    if isinstance(update, Mapping):
+        return {**update, **memory}
+    return update  # a Command or a list of updates: left as the step made it

@@ -1,0 +1,401 @@
+"""Episodes: tool calls grouped into attempts per session and task, written to the spool.
+
+An experience is "task → what was tried → how it ended", not one row per ``ls``:
+
+* a successful read-only call (reading, listing, searching) is noise and is skipped;
+* a failed call is an attempt that ended in failure: it is spooled at once (so that recall sees
+  it a moment later) with the task, the failed action, the error, and the steps that led to it;
+* the steps that succeed after the last failure are the attempt that worked: when the turn
+  ends (``Stop``, a new task, the session's end) they are spooled as one success whose action
+  is that sequence of steps, with the number of failures it took.
+
+State lives in small files under ``<spool>/sessions/<session>/`` (``meta.json``, an append-only
+``steps.jsonl`` and ``seen/`` markers that make a hook invoked twice for one event a no-op), so
+every hook process can stay stdlib-only and short. Idempotency keys derive from the host's ids,
+so closing an episode twice (a crash, two hook directories) never stores it twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import spool
+from ..redact import cap, sanitize
+from .events import (
+    MAX_ACTION,
+    Event,
+    after_steps,
+    clip_tail,
+    describe_action,
+    is_noise,
+    lesson_ids,
+    sha256_hex,
+    success_summary,
+)
+
+MAX_TASK = 1000
+MAX_ERROR = 1200
+#: An episode left open this long (a crashed host) is closed by the next drain.
+STALE_AFTER = 6 * 3600.0
+#: A session directory with nothing pending is removed after this long.
+FORGET_AFTER = 7 * 86400.0
+#: Two runs of a hook for one payload arrive within this many seconds of each other.
+DUPLICATE_WINDOW = 30.0
+STEPS = "steps.jsonl"
+META = "meta.json"
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+#: Text longer than this is cut at a line or word boundary before redaction (which then sees
+#: every secret whole: a cut never runs through a token).
+MAX_SCAN = 64 * 1024
+
+
+def _bounded(text: str, *, tail: bool = False) -> str:
+    if len(text) <= MAX_SCAN:
+        return text
+    if tail:  # errors say most at the end: keep the first line and the last part
+        first = text.split("\n", 1)[0][:500]
+        rest = text[-MAX_SCAN:]
+        cut = max(rest.find("\n"), rest.find(" "))
+        return first + "\n…\n" + (rest[cut + 1 :] if cut >= 0 else "")
+    head = text[:MAX_SCAN]
+    cut = max(head.rfind("\n"), head.rfind(" "))
+    return head[:cut] if cut > 0 else ""
+
+
+def _one_line(text: str, limit: int = MAX_ACTION) -> str:
+    """Whitespace folded (after redaction, which needs the line ends), then capped."""
+    return cap(" ".join(text.split()), limit)
+
+
+def _clean(text: str, limit: int, *, tail: bool = False) -> str:
+    """Redacted (``<private>`` spans removed, secrets masked), then capped to ``limit``."""
+    return sanitize(_bounded(text, tail=tail), limit=limit)
+
+
+def _read_lines(path: Path) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    try:
+        with open(path, "rb") as fh:
+            for raw in fh:
+                try:
+                    obj = json.loads(raw)
+                except ValueError:
+                    continue  # a torn line of a crashed hook: the step is lost, not the episode
+                if isinstance(obj, dict):
+                    out.append(obj)
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def _write_json(path: Path, obj: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    data = json.dumps(obj, ensure_ascii=False).encode("utf-8")  # one write, not one per chunk
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def session_key(session_id: str) -> str:
+    """A file-name-safe, collision-free directory name for a session id."""
+    safe = _SAFE.sub("_", session_id)[:80]
+    if safe != session_id:
+        safe += "-" + sha256_hex(session_id.encode("utf-8"))[:10]
+    return safe or "unknown"
+
+
+class Capture:
+    """Turns events into spooled experience records for one store's spool directory.
+
+    ``scope`` overrides the project scope (else it is derived from the event's ``cwd``).
+    """
+
+    def __init__(self, spool_dir: str | os.PathLike[str], *, scope: str | None = None) -> None:
+        self.spool = Path(spool_dir)
+        self.sessions = self.spool / "sessions"
+        self.scope = scope
+
+    # -- session state ---------------------------------------------------------------------------
+
+    def session_dir(self, session_id: str) -> Path:
+        """The state directory of a session (created)."""
+        path = self.sessions / session_key(session_id)
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return path
+
+    def meta(self, session_id: str) -> dict[str, Any]:
+        """The session's state: host, cwd, scope, current task, lessons injected."""
+        try:
+            with open(self.session_dir(session_id) / META, encoding="utf-8") as fh:
+                data = json.load(fh)
+            return data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _save_meta(self, session_id: str, meta: dict[str, Any]) -> None:
+        _write_json(self.session_dir(session_id) / META, meta)
+
+    def _session_meta(self, ev: Event) -> dict[str, Any]:
+        meta = self.meta(ev.session_id)
+        changed = False
+        if not meta:
+            meta = {"host": ev.host, "session_id": ev.session_id, "injected": []}
+            changed = True
+        if ev.cwd and meta.get("cwd") != ev.cwd:
+            meta["cwd"] = ev.cwd
+            meta["scope"] = self._scope_for(ev.cwd)
+            changed = True
+        if changed:
+            self._save_meta(ev.session_id, meta)
+        return meta
+
+    def _scope_for(self, cwd: str) -> str:
+        if self.scope is not None:
+            return self.scope
+        from ..scope import scope_for
+
+        try:
+            return scope_for(cwd)
+        except OSError:
+            return cwd
+
+    def claim(self, session_id: str, fingerprint: str, window: float = DUPLICATE_WINDOW) -> bool:
+        """True unless the same payload was claimed in this session less than ``window`` seconds
+        ago (hooks installed in two directories run twice for one event: only the first run
+        captures and answers; the same prompt typed again later is a new event)."""
+        seen = self.session_dir(session_id) / "seen"
+        seen.mkdir(exist_ok=True, mode=0o700)
+        marker = seen / fingerprint[:40]
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            try:
+                if time.time() - marker.stat().st_mtime < window:
+                    return False
+                os.utime(marker)
+            except OSError:
+                return False
+        return True
+
+    def current_task(self, session_id: str) -> str:
+        """The session's current task ("" when the host has not told it yet)."""
+        return str(self.meta(session_id).get("task") or "")
+
+    def offer_context(self, session_id: str, text: str) -> bool:
+        """Whether to give the lessons block ``text`` to the agent: False if this session already
+        got this very block (since its context was last reset). Remembers the block and the ids
+        of the lessons it shows, which the session's next experiences carry as
+        ``recalled_lesson_ids``."""
+        digest = sha256_hex(text.encode("utf-8"))[:16]
+        meta = self.meta(session_id)
+        given = list(meta.get("blocks") or [])
+        if digest in given:
+            return False
+        meta["blocks"] = [*given, digest][-20:]
+        ids = [*meta.get("injected", []), *lesson_ids(text)]
+        meta["injected"] = list(dict.fromkeys(ids))[-50:]
+        self._save_meta(session_id, meta)
+        return True
+
+    def reset_context(self, session_id: str) -> None:
+        """The host's context was reset (new, cleared or compacted): blocks may be given again."""
+        meta = self.meta(session_id)
+        if meta.get("blocks"):
+            meta["blocks"] = []
+            self._save_meta(session_id, meta)
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def handle(self, ev: Event) -> None:
+        """Capture one event: remember the task, spool failures, close episodes."""
+        if ev.kind in ("ignore", "pretool", "compact"):
+            return
+        if ev.kind == "tool" and is_noise(ev):
+            return
+        meta = self._session_meta(ev)
+        if ev.kind == "task":
+            self.close(ev.session_id)
+            meta = self.meta(ev.session_id) or meta
+            meta["task"] = _clean(ev.text, MAX_TASK)
+            meta["task_id"] = ev.event_id or f"{ev.ts:.6f}"
+            meta["injected"] = []
+            self._save_meta(ev.session_id, meta)
+        elif ev.kind == "tool":
+            self._tool(ev, meta)
+        elif ev.kind in ("stop", "end"):
+            self.close(ev.session_id)
+            if ev.kind == "end":
+                remove_tree(self.sessions / session_key(ev.session_id))
+
+    def _tool(self, ev: Event, meta: dict[str, Any]) -> None:
+        steps_path = self.session_dir(ev.session_id) / STEPS
+        step_id = ev.event_id or sha256_hex(f"{ev.tool}{ev.ts}{ev.tool_input}".encode())[:16]
+        step = {
+            "k": "step" if ev.ok else "fail",
+            "t": ev.ts,
+            "id": step_id,
+            "tool": ev.tool,
+            "action": _one_line(
+                _clean(describe_action(ev.tool, ev.tool_input, MAX_SCAN), MAX_SCAN)
+            ),
+        }
+        if not ev.ok:
+            step["error"] = clip_tail(_clean(ev.error, 8 * MAX_ERROR, tail=True), MAX_ERROR)
+            step["interrupted"] = ev.interrupted
+            before = _since_last_failure(_read_lines(steps_path))
+            spool.append(self.spool, self._failure_record(ev, meta, step, before))
+        spool.append_json(steps_path, step)
+
+    def _task_of(self, meta: dict[str, Any], tool_input: Any = None) -> str:
+        task = str(meta.get("task") or "")
+        if not task and isinstance(tool_input, dict):  # Claude Code's Bash says what it is for
+            desc = tool_input.get("description")
+            task = _clean(desc, MAX_TASK) if isinstance(desc, str) else ""
+        if not task:
+            project = os.path.basename(str(meta.get("cwd") or "").rstrip("/")) or "a project"
+            task = f"work in {project}"
+        return task
+
+    def _base(self, meta: dict[str, Any], key: str, ts: float) -> dict[str, Any]:
+        return {
+            "scope": meta.get("scope") or self.scope or "",
+            "source": meta.get("host") or "hook",
+            "session_id": str(meta.get("session_id") or "")[:200] or None,
+            "created_at": ts,
+            "recalled_lesson_ids": list(meta.get("injected") or []),
+            "idempotency_key": key[:200],
+        }
+
+    def _failure_record(
+        self, ev: Event, meta: dict[str, Any], step: dict[str, Any], before: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        outcome = "partial" if ev.interrupted else "failure"
+        context: dict[str, Any] = {"host": ev.host, "tool": ev.tool, "hook": ev.name}
+        if before:
+            context["after_steps"] = after_steps([str(s.get("action", "")) for s in before])
+        return {
+            "task": self._task_of(meta, ev.tool_input),
+            "action": step["action"],
+            "outcome": outcome,
+            "reason": step.get("error") or "failed",
+            "context": context,
+            **self._base(meta, f"{ev.host}:{ev.session_id}:fail:{step['id']}", ev.ts),
+        }
+
+    # -- closing ---------------------------------------------------------------------------------
+
+    def close(self, session_id: str) -> int:
+        """Close the session's open episode: spool its final attempt. Returns records spooled."""
+        path = self.sessions / session_key(session_id)
+        if not path.is_dir():
+            return 0
+        spool.set_aside(path / STEPS, path / f"closing-{time.time_ns()}.jsonl")
+        spooled = 0
+        meta = self.meta(session_id)
+        for closing in sorted(path.glob("closing-*.jsonl")):
+            record = self._success_record(meta, _read_lines(closing))
+            if record is not None:
+                spool.append(self.spool, record)
+                spooled += 1
+            os.unlink(closing)
+        return spooled
+
+    def _success_record(
+        self, meta: dict[str, Any], lines: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        failures = [s for s in lines if s.get("k") == "fail"]
+        done = _since_last_failure(lines)
+        if not done:
+            return None  # nothing ran, or it ended in a failure that is spooled already
+        action, reason, summary = success_summary(
+            [str(s.get("action", "")) for s in done],
+            [str(s.get("tool", "")) for s in done],
+            len(failures),
+            str(failures[-1].get("error", "")) if failures else "",
+        )
+        context: dict[str, Any] = {"host": meta.get("host") or "hook", **summary}
+        key = f"{meta.get('host')}:{meta.get('session_id')}:ok:{done[0].get('id')}"
+        return {
+            "task": self._task_of(meta),
+            "action": action,
+            "outcome": "success",
+            "reason": reason,
+            "context": context,
+            **self._base(meta, key, float(done[-1].get("t") or time.time())),
+        }
+
+    def close_stale(self, max_idle: float = STALE_AFTER, now: float | None = None) -> int:
+        """Close episodes idle for ``max_idle`` seconds (a host that crashed); forget old sessions.
+
+        Called by the drain, under its lock. Returns the number of records spooled."""
+        now = time.time() if now is None else now
+        spooled = 0
+        try:
+            entries = list(os.scandir(self.sessions))
+        except OSError:
+            return 0
+        for entry in entries:
+            if not entry.is_dir():
+                continue
+            path = Path(entry.path)
+            newest = max((p.stat().st_mtime for p in path.iterdir() if p.is_file()), default=0.0)
+            if now - newest < max_idle:
+                continue
+            meta_sid = self.meta_at(path).get("session_id")
+            if isinstance(meta_sid, str) and meta_sid:
+                spooled += self.close(meta_sid)
+            if now - newest >= FORGET_AFTER:
+                remove_tree(path)
+        return spooled
+
+    @staticmethod
+    def meta_at(path: Path) -> dict[str, Any]:
+        try:
+            with open(path / META, encoding="utf-8") as fh:
+                data = json.load(fh)
+            return data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a session directory and what is in it (``shutil`` costs a hook ~4 ms to import)."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                remove_tree(Path(entry.path))
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+def _since_last_failure(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The successful steps after the last failure (deduplicated by step id)."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for line in lines:
+        if line.get("k") == "fail":
+            out, seen = [], set()
+        elif line.get("k") == "step" and str(line.get("id")) not in seen:
+            seen.add(str(line.get("id")))
+            out.append(line)
+    return out

@@ -1,0 +1,173 @@
+"""A declarative mapping from any host's hook payload to an :class:`Event` (stdlib only).
+
+``mimir hook --config FILE`` reads a JSON file such as::
+
+    {
+      "host": "my-agent",
+      "session": "session.id",
+      "cwd": "workspace",
+      "events": [
+        {"when": {"type": "prompt"}, "kind": "task", "text": "message", "inject": true},
+        {"when": {"type": "tool_end"}, "kind": "tool",
+         "tool": "tool.name", "input": "tool.args", "id": "tool.call_id",
+         "ok": {"path": "tool.exit_code", "equals": 0}, "error": "tool.stderr"},
+        {"when": {"type": ["done", "exit"]}, "kind": "stop"}
+      ],
+      "reply": {"field": "additionalContext", "wrap": ["hookSpecificOutput"]}
+    }
+
+A *path* is a dotted path into the payload (``tool.args.0``). A field is a path, a
+``{"value": literal}``, or ``{"path": p, "equals"|"not_equals"|"in": v}`` (a boolean test).
+``when`` maps paths to an expected value or a list of accepted values; the first event whose
+``when`` matches wins. ``reply`` says where injected lessons go in the answer: the answer is
+``{field: text}``, nested under the keys of ``wrap``. Without ``reply`` nothing is printed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .events import KINDS, Event
+
+
+class MappingError(ConfigError, ValueError):
+    """The mapping file is not valid; the message names the bad key."""
+
+
+_MISSING = object()
+
+
+def lookup(payload: Any, path: str) -> Any:
+    """The value at a dotted ``path`` (``a.b.0``), or ``None``."""
+    value = payload
+    for part in path.split(".") if path else []:
+        if isinstance(value, dict):
+            value = value.get(part, _MISSING)
+        elif isinstance(value, list) and part.lstrip("-").isdigit():
+            idx = int(part)
+            value = value[idx] if -len(value) <= idx < len(value) else _MISSING
+        else:
+            value = _MISSING
+        if value is _MISSING:
+            return None
+    return value
+
+
+def _field(payload: Any, spec: Any) -> Any:
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        return lookup(payload, spec)
+    if isinstance(spec, dict):
+        if "value" in spec:
+            return spec["value"]
+        value = lookup(payload, str(spec.get("path", "")))
+        if "equals" in spec:
+            return value == spec["equals"]
+        if "not_equals" in spec:
+            return value != spec["not_equals"]
+        if "in" in spec:
+            return value in spec["in"]
+        return value
+    raise MappingError(f"a field must be a path or an object; got {spec!r}")
+
+
+def _matches(payload: Any, when: dict[str, Any]) -> bool:
+    for path, expected in when.items():
+        value = lookup(payload, path)
+        if isinstance(expected, list):
+            if value not in expected:
+                return False
+        elif value != expected:
+            return False
+    return True
+
+
+def _str(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+class HookMapping:
+    """A parsed mapping file (see the module doc)."""
+
+    def __init__(
+        self,
+        host: str,
+        events: list[dict[str, Any]],
+        session: Any = None,
+        cwd: Any = None,
+        reply: dict[str, Any] | None = None,
+    ) -> None:
+        self.host = host
+        self.events = events
+        self.session = session
+        self.cwd = cwd
+        self.reply: dict[str, Any] = reply or {}
+
+    @classmethod
+    def load(cls, path: str | Path) -> HookMapping:
+        """Read and check a mapping file. Raises :class:`MappingError` naming the bad key."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise MappingError(f"cannot read mapping {path}: {exc}") from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> HookMapping:
+        """A mapping from its JSON object. Raises :class:`MappingError` naming the bad key."""
+        if not isinstance(data, dict):
+            raise MappingError("the mapping must be a JSON object")
+        host = data.get("host")
+        if not isinstance(host, str) or not host.strip():
+            raise MappingError("host: must be a non-empty string naming the host")
+        events = data.get("events")
+        if not isinstance(events, list) or not events:
+            raise MappingError("events: must be a non-empty list")
+        for i, spec in enumerate(events):
+            if not isinstance(spec, dict):
+                raise MappingError(f"events[{i}]: must be an object")
+            if spec.get("kind") not in KINDS:
+                raise MappingError(f"events[{i}].kind: must be one of {', '.join(KINDS)}")
+            if not isinstance(spec.get("when", {}), dict):
+                raise MappingError(f"events[{i}].when: must be an object of path: value")
+        reply = data.get("reply") or {}
+        if not isinstance(reply, dict) or (reply and not isinstance(reply.get("field"), str)):
+            raise MappingError("reply: must be an object with a 'field' string")
+        return cls(host.strip(), events, data.get("session"), data.get("cwd"), reply)
+
+    def event(self, payload: Any) -> Event:
+        """The :class:`Event` for a payload (``ignore`` when no rule matches)."""
+        session = _str(_field(payload, self.session)) or "unknown"
+        ev = Event(host=self.host, kind="ignore", session_id=session)
+        ev.cwd = _str(_field(payload, self.cwd))
+        for spec in self.events:
+            if not _matches(payload, spec.get("when", {})):
+                continue
+            ev.kind = spec["kind"]
+            ev.name = _str(spec.get("name")) or ev.kind
+            ev.text = _str(_field(payload, spec.get("text")))
+            ev.inject = bool(spec.get("inject")) and bool(self.reply)
+            if ev.kind == "tool":
+                ev.tool = _str(_field(payload, spec.get("tool"))) or "tool"
+                ev.tool_input = _field(payload, spec.get("input"))
+                ev.event_id = _str(_field(payload, spec.get("id")))
+                ok = _field(payload, spec.get("ok")) if "ok" in spec else True
+                ev.error = _str(_field(payload, spec.get("error")))
+                ev.ok = bool(ok) if ok is not None else not ev.error
+            break
+        return ev
+
+    def answer(self, context: str) -> dict[str, Any] | None:
+        """The hook's answer carrying ``context``, or ``None`` when the host takes none."""
+        if not self.reply or not context:
+            return None
+        out: dict[str, Any] = {self.reply["field"]: context}
+        for key in reversed(self.reply.get("wrap") or []):
+            out = {str(key): out}
+        return out

@@ -1,0 +1,198 @@
+"""Auto-consolidation: after enough new failures and enough time, consolidate in the background.
+
+After a capture or a recall, :func:`maybe_start` checks (cheaply, at most once a minute per
+process) whether at least ``auto_consolidate_failures`` failures arrived since the last run and
+``auto_consolidate_hours`` passed since it (or since the store was created). If so it starts a
+**detached process** (``python -m mimir_core.lessons.auto``, its own session) so that a
+short-lived CLI or hook process exiting does not lose the run; its output goes to
+``<home>/logs/consolidate.log``. The child gets its configuration, signing key included, on stdin
+(never on the command line). With an embedder object that a new process cannot rebuild, a daemon
+thread runs it instead. Several starters are harmless: consolidation is single-flight.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..memory import Mimir
+
+log = logging.getLogger("mimir.lessons")
+
+#: Seconds between two checks in one process.
+CHECK_EVERY = 60.0
+
+
+def log_path(home: Path) -> Path:
+    """``<home>/logs/consolidate.log``."""
+    return Path(home) / "logs" / "consolidate.log"
+
+
+def _last_run(m: Mimir) -> float:
+    """When the last run finished, else when the store was created (epoch seconds)."""
+    from .consolidate import LAST_RUN, state_path
+
+    try:
+        return float(json.loads(state_path(m.home).read_text(encoding="utf-8"))["last_run"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    meta = m.store.meta()
+    for key in (LAST_RUN, "created_at"):
+        try:
+            return datetime.fromisoformat(meta[key]).timestamp()
+        except (KeyError, ValueError):
+            continue
+    return time.time()
+
+
+def due(m: Mimir, *, now: float | None = None, new_failures: int = 0) -> bool:
+    """Whether an automatic consolidation should start now.
+
+    Checked at most once a minute per process, except right after recording failures.
+    """
+    from ..store import EXPERIENCES
+    from .consolidate import WATERMARK
+
+    if not m.auto_consolidate:
+        return False
+    now = time.time() if now is None else now
+    if not new_failures and now - m._auto_checked_at < CHECK_EVERY:
+        return False
+    m._auto_checked_at = now
+    if now - _last_run(m) < m.auto_consolidate_hours * 3600.0:
+        return False
+    try:
+        since = float(json.loads(m.store.meta().get(WATERMARK) or "{}").get("ts", 0.0))
+    except ValueError:
+        since = 0.0
+    failures = m.store.count(EXPERIENCES, f"outcome = 'failure' AND created_at > {since!r}")
+    return failures >= m.auto_consolidate_failures
+
+
+def child_config(m: Mimir) -> dict[str, Any] | None:
+    """What a new process needs to open the same Mimir (``None``: it cannot be rebuilt)."""
+    from ..embed import FASTEMBED_NAME, HASH_NAME
+
+    spec = m._embedder_spec
+    if not isinstance(spec, str):
+        name = getattr(spec, "name", "")
+        spec = {FASTEMBED_NAME: "fastembed", HASH_NAME: "hash"}.get(name, "")
+        if not spec:
+            return None
+    from .lifecycle import signing_key
+
+    return {
+        "home": str(m.home),
+        "store_uri": m.store_uri,
+        "storage_options": m.storage_options,
+        "embedder": spec,
+        "scope": m.scope,
+        "signing_key": signing_key(m).hex() if m._signing_key_spec else None,
+    }
+
+
+def start(m: Mimir) -> str:
+    """Start a background consolidation; returns ``"process"`` or ``"thread"``."""
+    config = child_config(m)
+    path = log_path(m.home)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if config is None:
+        thread = threading.Thread(target=_in_thread, args=(m,), daemon=True, name="mimir-auto")
+        thread.start()
+        return "thread"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mimir_core.lessons.auto"],
+            stdin=subprocess.PIPE,
+            stdout=fd,
+            stderr=fd,
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        os.close(fd)
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(config).encode("utf-8"))
+    proc.stdin.close()
+    return "process"
+
+
+def _in_thread(m: Mimir) -> None:
+    try:
+        report = m.consolidate()
+        _append(log_path(m.home), _summary(report))
+    except Exception as exc:  # background work must never take the host down
+        _append(log_path(m.home), f"auto-consolidation failed: {type(exc).__name__}: {exc}")
+
+
+def maybe_start(m: Mimir, *, new_failures: int = 0) -> None:
+    """Start a background consolidation if one is due (never raises: fail open)."""
+    try:
+        if due(m, new_failures=new_failures):
+            how = start(m)
+            log.info("started automatic consolidation (%s)", how)
+    except Exception as exc:
+        log.warning("automatic consolidation not started: %s", exc)
+
+
+def _append(path: Path, line: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, f"{datetime.now().astimezone():%Y-%m-%d %H:%M:%S%z} {line}\n".encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def _summary(report: Any) -> str:
+    if not report.ran:
+        return f"consolidation skipped: {report.reason}"
+    return (
+        f"consolidated {report.examined} new experience(s) in {report.seconds:.2f}s: "
+        f"{len(report.admitted)} admitted, {len(report.merged)} merged, "
+        f"{len(report.superseded)} superseded, {len(report.quarantined)} quarantined, "
+        f"{len(report.pending)} pending"
+    )
+
+
+def main() -> int:
+    """Entry point of the detached process: the configuration comes on stdin."""
+    config = json.loads(sys.stdin.read() or "{}")
+    home = Path(config["home"])
+    _append(log_path(home), f"automatic consolidation started (pid {os.getpid()})")
+    from ..memory import Mimir
+
+    key = config.get("signing_key")
+    m = Mimir(
+        home,
+        store_uri=config.get("store_uri"),
+        storage_options=config.get("storage_options") or {},
+        embedder=config.get("embedder") or "fastembed",
+        scope=config.get("scope"),
+        signing_key=bytes.fromhex(key) if key else None,
+        auto_consolidate=False,
+    )
+    try:
+        report = m.consolidate()
+    except Exception as exc:
+        _append(log_path(home), f"automatic consolidation failed: {type(exc).__name__}: {exc}")
+        return 1
+    _append(log_path(home), _summary(report))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - run as a detached process
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""The evidence gate (ε-gate), the live gate and the circuit breaker.
+
+The statistical choice, in one place:
+
+* **Outcomes** are experience scores in [0, 1] (success 1, failure 0, partial by its score), so a
+  group of experiences gives ``s = Σ score`` and ``f = Σ (1 - score)``.
+* **Each group's success rate** has a Beta(0.5 + s, 0.5 + f) posterior (the Jeffreys prior, as in
+  :mod:`mimir_core.recommend`). The **lift** is the difference of the posterior means of the
+  group that followed the lesson and the group that did not. Its **noise band** is
+  ``z · sqrt(var_followed + var_not)`` with z = 1.645 (a one-sided 95% normal approximation to the
+  difference of two Betas). The lesson passes when ``lift - noise >= ε`` (ε = 0.05): the lower end
+  of the interval beats "no effect" by at least ε. Each group needs at least two experiences.
+* **Held out, by two-fold cross-fitting.** Every experience falls in one of two folds by a hash of
+  its id (deterministic for a store). A rule "counts" in a fold when that fold alone shows its
+  direction (for ``prefer``: the action did better than the alternatives; for ``avoid``: worse).
+  The experiences of fold B are held-out evidence only if the rule counts in fold A, and vice
+  versa. So an effect that shows up in only one half is never validated on the data it came from;
+  a rule that replicates in both halves is tested on all of its topic's evidence.
+* **Too little evidence** leaves the lesson a candidate and says how many more held-out
+  experiences it needs if the observed rates held (``GateResult.needed``); a lift whose point
+  estimate is below ε needs "0 more" because more of the same would not pass.
+* **The live gate** measures the same quantity directly: a probe (the bench's WARM/COLD solver)
+  solves tasks with the lesson in context (warm) and without it (cold); same ε, same noise band.
+* **The circuit breaker** compares outcomes with the lesson in context (experiences whose
+  ``recalled_lesson_ids`` name it, plus explicit feedback) against on-topic outcomes without it.
+  It trips when the *upper* end of the same interval is below zero: the lesson credibly hurts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..types import GateResult
+
+EPSILON = 0.05
+Z = 1.6448536269514722  # one-sided 95%
+MIN_GROUP = 2
+#: How far ``needed`` searches before saying "more than this".
+MAX_NEEDED = 10_000
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One piece of held-out evidence: an experience id, its fold, score, and if it followed."""
+
+    id: str
+    score: float
+    followed: bool
+
+
+def fold_of(ident: str) -> int:
+    """The cross-fitting fold (0 or 1) of an experience id."""
+    return hashlib.sha256(ident.encode("utf-8")).digest()[0] & 1
+
+
+def _beta(s: float, f: float) -> tuple[float, float]:
+    a, b = 0.5 + s, 0.5 + f
+    mean = a / (a + b)
+    var = a * b / ((a + b) ** 2 * (a + b + 1.0))
+    return mean, var
+
+
+def lift_and_noise(followed: Sequence[float], other: Sequence[float]) -> tuple[float, float]:
+    """(difference of posterior means, z × sd of the difference) of two groups of scores."""
+    m1, v1 = _beta(sum(followed), sum(1.0 - x for x in followed))
+    m0, v0 = _beta(sum(other), sum(1.0 - x for x in other))
+    return m1 - m0, Z * math.sqrt(v1 + v0)
+
+
+def _needed(followed: Sequence[float], other: Sequence[float], epsilon: float) -> int:
+    """More held-out experiences needed to pass if both groups kept their observed rates."""
+    n1, n0 = len(followed), len(other)
+    r1, r0 = sum(followed) / n1, sum(other) / n0
+    share1 = n1 / (n1 + n0)
+
+    def passes(extra: int) -> bool:
+        k1 = n1 + extra * share1
+        k0 = n0 + extra * (1.0 - share1)
+        m1, v1 = _beta(r1 * k1, (1 - r1) * k1)
+        m0, v0 = _beta(r0 * k0, (1 - r0) * k0)
+        return (m1 - m0) - Z * math.sqrt(v1 + v0) >= epsilon
+
+    if not passes(MAX_NEEDED):
+        return 0
+    lo, hi = 0, 1
+    while not passes(hi):
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if passes(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _result(
+    lift: float,
+    noise: float,
+    n_with: int,
+    n_without: int,
+    *,
+    passed: bool,
+    detail: str,
+    needed: int = 0,
+) -> GateResult:
+    return GateResult(
+        lift=round(lift, 4),
+        noise=round(noise, 4),
+        n_with=n_with,
+        n_without=n_without,
+        passed=passed,
+        needed=needed,
+        detail=detail,
+    )
+
+
+def compare(
+    followed: Sequence[float], other: Sequence[float], *, epsilon: float = EPSILON, what: str = ""
+) -> GateResult:
+    """The gate's verdict on two groups of outcome scores (followed the lesson vs did not)."""
+    n1, n0 = len(followed), len(other)
+    if n1 < MIN_GROUP or n0 < MIN_GROUP:
+        short = []
+        if n1 < MIN_GROUP:
+            short.append(f"{MIN_GROUP - n1} more that followed it")
+        if n0 < MIN_GROUP:
+            short.append(f"{MIN_GROUP - n0} more that did not")
+        lift, noise = lift_and_noise(followed, other) if n1 and n0 else (0.0, 0.0)
+        return _result(
+            lift,
+            noise,
+            n1,
+            n0,
+            passed=False,
+            needed=max(MIN_GROUP - n1, 0) + max(MIN_GROUP - n0, 0),
+            detail=f"too little {what}evidence: needs {' and '.join(short)}",
+        )
+    lift, noise = lift_and_noise(followed, other)
+    passed = lift - noise >= epsilon
+    if passed:
+        detail = f"lift {lift:+.2f} ± {noise:.2f} clears ε={epsilon:g} ({n1} vs {n0})"
+        needed = 0
+    elif lift < epsilon:
+        detail = f"lift {lift:+.2f} is below ε={epsilon:g}: no evidence that it helps"
+        needed = 0
+    else:
+        needed = _needed(followed, other, epsilon)
+        more = f"about {needed} more" if needed else f"more than {MAX_NEEDED} more"
+        detail = (
+            f"lift {lift:+.2f} ± {noise:.2f} is within the noise band: needs {more} "
+            f"{what}experiences at these rates"
+        )
+    return _result(lift, noise, n1, n0, passed=passed, needed=needed, detail=detail)
+
+
+def _direction_holds(outcomes: Sequence[Outcome]) -> bool:
+    fol = [o.score for o in outcomes if o.followed]
+    oth = [o.score for o in outcomes if not o.followed]
+    if not fol or not oth:
+        return False
+    return sum(fol) / len(fol) > sum(oth) / len(oth)
+
+
+def held_out(outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """The outcomes that count as held-out evidence under two-fold cross-fitting."""
+    folds: tuple[list[Outcome], list[Outcome]] = ([], [])
+    for o in outcomes:
+        folds[fold_of(o.id)].append(o)
+    kept: list[Outcome] = []
+    for f in (0, 1):
+        if _direction_holds(folds[f]):
+            kept.extend(folds[1 - f])
+    return sorted(kept, key=lambda o: o.id)
+
+
+def offline_gate(outcomes: Sequence[Outcome], *, epsilon: float = EPSILON) -> GateResult:
+    """Gate a lesson on its topic's logged outcomes (cross-fitted; see the module docstring)."""
+    kept = held_out(outcomes)
+    if not kept:
+        total = len(outcomes)
+        return GateResult(
+            n_with=0,
+            n_without=0,
+            passed=False,
+            needed=max(4 * MIN_GROUP - total, MIN_GROUP),
+            detail=(
+                f"the effect does not replicate across the two halves of its {total} "
+                "experience(s) yet: needs more evidence on this task"
+            ),
+        )
+    return compare(
+        [o.score for o in kept if o.followed],
+        [o.score for o in kept if not o.followed],
+        epsilon=epsilon,
+        what="held-out ",
+    )
+
+
+#: A probe solves a task once: ``probe(context_block, trial) -> score in [0, 1]``.
+Probe = Callable[[str, int], float]
+
+
+def live_gate(
+    probe: Probe, block: str, *, trials: int = 20, epsilon: float = EPSILON
+) -> GateResult:
+    """Measure a lesson's lift directly: ``trials`` warm runs (with ``block``) and cold runs."""
+    if trials < MIN_GROUP:
+        from ..errors import InvalidInputError
+
+        raise InvalidInputError("trials", f"must be at least {MIN_GROUP}; got {trials}")
+    warm = [min(max(float(probe(block, t)), 0.0), 1.0) for t in range(trials)]
+    cold = [min(max(float(probe("", t)), 0.0), 1.0) for t in range(trials)]
+    return compare(warm, cold, epsilon=epsilon, what="live ")
+
+
+def breaker(
+    with_lesson: Sequence[float], without: Sequence[float], *, min_with: int = MIN_GROUP
+) -> tuple[bool, GateResult]:
+    """(trip?, measurement): trips when outcomes with the lesson are credibly worse."""
+    if len(with_lesson) < min_with or len(without) < MIN_GROUP:
+        res = compare(with_lesson, without, what="attributed ")
+        return False, res
+    lift, noise = lift_and_noise(with_lesson, without)
+    trip = lift + noise < 0.0
+    detail = (
+        f"with the lesson in context {len(with_lesson)} outcome(s) averaged "
+        f"{sum(with_lesson) / len(with_lesson):.2f}, without it {len(without)} averaged "
+        f"{sum(without) / len(without):.2f}: lift {lift:+.2f} ± {noise:.2f}"
+    )
+    return trip, _result(
+        lift, noise, len(with_lesson), len(without), passed=not trip, detail=detail
+    )

@@ -1,0 +1,369 @@
+"""A lesson's lifecycle: every status change signed, persisted, audited; the digest kept current.
+
+Statuses: ``candidate`` (not served: waiting for evidence) → ``active`` (served) → ``quarantined``
+(stopped: hurt, tampered, or by hand; kept), ``superseded`` (a newer lesson on the same topic
+contradicts it; kept, invalid from then on), ``retired`` (by hand; kept). Only
+:func:`forget_lesson` removes a lesson, and then for real (older table versions purged).
+
+A lesson whose signature fails verification is never served. It is quarantined without being
+re-signed (re-signing would launder the edit), and the event goes to the audit log and to
+``<home>/logs/lessons.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..digest import write_digest
+from ..errors import InvalidInputError, MimirError, NotFoundError
+from ..store import AUDIT, EXPERIENCES, LESSONS, sql_in, sql_str
+from ..text import dumps
+from ..types import Lesson
+from .sign import canonical, coerce_key, load_or_create_key
+from .storage import from_row, rows_by_id, select_rows, signed, to_row, update_values
+
+if TYPE_CHECKING:
+    from ..memory import Mimir
+
+log = logging.getLogger("mimir.lessons")
+
+STATUSES = ("candidate", "active", "quarantined", "superseded", "retired")
+
+
+class LessonStateError(MimirError):
+    """The lesson cannot make this change (e.g. pinning a lesson whose signature failed)."""
+
+
+def signing_key(m: Mimir) -> bytes:
+    """The HMAC key: the explicit one given to :class:`Mimir`, else the per-install key file."""
+    cached: bytes | None = getattr(m, "_signing_key_bytes", None)
+    if cached is None:
+        spec = getattr(m, "_signing_key_spec", None)
+        cached = coerce_key(spec) if spec else load_or_create_key(m.home)
+        m._signing_key_bytes = cached
+    return cached
+
+
+def log_event(home: Path, event: str, **detail: Any) -> None:
+    """Append one JSON line to ``<home>/logs/lessons.log`` (0600); never raises."""
+    try:
+        logs = Path(home) / "logs"
+        logs.mkdir(parents=True, exist_ok=True, mode=0o700)
+        line = canonical({"ts": time.time(), "event": event, **detail}) + b"\n"
+        fd = os.open(logs / "lessons.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    except OSError as exc:  # logging must never break the caller
+        log.warning("cannot write lessons log: %s", exc)
+
+
+def check_id(ident: object) -> str:
+    """A lesson id argument, or an :class:`InvalidInputError` naming it."""
+    if not isinstance(ident, str) or not ident.strip():
+        raise InvalidInputError("id", f"must be a non-empty string; got {ident!r}", ident)
+    return ident.strip()
+
+
+def check_reason(reason: object) -> str:
+    """A non-empty reason for a status change."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInputError("reason", f"must say why, as a non-empty string; got {reason!r}")
+    return reason.strip()
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+def load(m: Mimir, ident: str) -> tuple[Lesson, bool]:
+    """(lesson, signature valid) by id; a failing lesson is quarantined on the way."""
+    rows = rows_by_id(m.store, [check_id(ident)])
+    if not rows:
+        raise NotFoundError("lesson", ident)
+    return verified(m, rows[0])
+
+
+def load_valid(m: Mimir, ident: str, doing: str) -> Lesson:
+    """The lesson by id, or :class:`LessonStateError` if its signature failed (quarantined)."""
+    lesson, ok = load(m, ident)
+    if not ok:
+        raise LessonStateError(
+            f"lesson {ident!r} failed its signature check and is quarantined; it cannot be {doing}"
+        )
+    return lesson
+
+
+def verified(m: Mimir, row: dict[str, Any], *, refresh: bool = True) -> tuple[Lesson, bool]:
+    """Parse and verify a row; quarantine it (once) if its signature fails."""
+    lesson, ok = from_row(row, signing_key(m))
+    if not ok and row.get("status") != "quarantined":
+        lesson = quarantine_tampered(m, row, lesson, refresh=refresh)
+    elif not ok:
+        lesson.status = "quarantined"
+    return lesson, ok
+
+
+def load_many(
+    m: Mimir, where: str | None, *, limit: int | None = None, refresh: bool = True
+) -> list[tuple[Lesson, bool]]:
+    """Every (lesson, valid) matching a SQL filter over the lessons table."""
+    return [verified(m, r, refresh=refresh) for r in select_rows(m.store, where, limit=limit)]
+
+
+def quarantine_tampered(
+    m: Mimir, row: dict[str, Any], lesson: Lesson, *, refresh: bool = True
+) -> Lesson:
+    """Stop serving a lesson whose signature failed; keep the evidence of the edit."""
+    ident = str(row.get("id"))
+    values: dict[str, Any] = {"status": "quarantined"}
+    try:
+        data = json.loads(row.get("payload") or "")
+        if isinstance(data, dict):
+            data["status"] = "quarantined"  # not re-signed on purpose
+            values["payload"] = canonical(data).decode("utf-8")
+    except ValueError:
+        pass
+    m.store.update(LESSONS, f"id = {sql_str(ident)}", values)
+    detail = {"reason": "signature verification failed", "was": row.get("status")}
+    m.audit("mimir", ident, "signature_failed", detail)
+    log_event(m.home, "signature_failed", lesson=ident, was=row.get("status"))
+    log.warning("lesson %s failed signature verification: quarantined", ident)
+    lesson.status = "quarantined"
+    if refresh and row.get("status") == "active":
+        refresh_digest(m)
+    return lesson
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+def insert(
+    m: Mimir,
+    lessons: Iterable[Lesson],
+    *,
+    actor: str,
+    event: str,
+    detail: Mapping[str, Any] | None = None,
+) -> list[Lesson]:
+    """Sign and write new (or fully replaced) lessons with their trigger embeddings."""
+    items = list(lessons)
+    if not items:
+        return []
+    key = signing_key(m)
+    now = m._now()
+    out = [signed(lesson, key, now=now) for lesson in items]
+    vectors = m.embedder.embed([lesson.trigger for lesson in out])
+    m.store.upsert(LESSONS, [to_row(le, v) for le, v in zip(out, vectors, strict=True)])
+    for lesson in out:
+        m.audit(actor, lesson.id, event, dict(detail or {}, status=lesson.status))
+    if any(lesson.status == "active" for lesson in out):
+        refresh_digest(m)
+    return out
+
+
+@dataclass
+class Write:
+    """One lesson write of a batch: the lesson, its trigger vector if known, and the audit."""
+
+    lesson: Lesson
+    event: str
+    detail: dict[str, Any] = field(default_factory=dict)
+    vector: Sequence[float] | None = None
+    was_active: bool = False
+    expect: str | None = None
+    """The stored signature this write was based on (``None``: a new lesson). If the row
+    changed meanwhile (another process pinned or quarantined it), the write is skipped."""
+
+
+def write_batch(m: Mimir, writes: Sequence[Write], *, actor: str) -> list[Lesson]:
+    """Sign and upsert many lessons at once: one embedding batch, one write, one audit append."""
+    if not writes:
+        return []
+    key = signing_key(m)
+    now = m._now()
+    out = [signed(w.lesson, key, now=now) for w in writes]
+    missing = [i for i, w in enumerate(writes) if w.vector is None]
+    vectors: list[Sequence[float]] = [w.vector if w.vector is not None else [] for w in writes]
+    if missing:
+        embedded = m.embedder.embed([out[i].trigger for i in missing])
+        for i, vec in zip(missing, embedded, strict=True):
+            vectors[i] = list(vec)
+    with m.store.writing():  # optimistic concurrency: skip rows changed since they were read
+        current = {r["id"]: r["signature"] for r in rows_by_id(m.store, [le.id for le in out])}
+        keep = [i for i, w in enumerate(writes) if current.get(w.lesson.id) == w.expect]
+        for i in sorted(set(range(len(writes))) - set(keep)):
+            log.warning("lesson %s changed during consolidation: left as it is", out[i].id)
+        writes = [writes[i] for i in keep]
+        out = [out[i] for i in keep]
+        rows = [to_row(out[j], vectors[i]) for j, i in enumerate(keep)]
+        if rows:
+            m.store.upsert(LESSONS, rows)
+    if not out:
+        return []
+    ts = now.timestamp()
+    m.store.append(
+        AUDIT,
+        [
+            {
+                "id": uuid.uuid4().hex,
+                "ts": ts,
+                "actor": actor,
+                "subject_id": le.id,
+                "event": w.event,
+                "detail": dumps(dict(w.detail, status=le.status)),
+            }
+            for le, w in zip(out, writes, strict=True)
+        ],
+    )
+    if any(le.status == "active" or w.was_active for le, w in zip(out, writes, strict=True)):
+        refresh_digest(m)
+    return out
+
+
+def save(
+    m: Mimir,
+    lesson: Lesson,
+    *,
+    actor: str,
+    event: str,
+    detail: Mapping[str, Any] | None = None,
+    was_active: bool | None = None,
+) -> Lesson:
+    """Re-sign and persist a changed lesson (same trigger), audit it, refresh the digest.
+
+    ``lesson.signature`` must still be the stored one: if another process changed the lesson
+    since it was read, nothing is written and :class:`LessonStateError` says so.
+    """
+    out = signed(lesson, signing_key(m), now=m._now())
+    with m.store.writing():
+        rows = rows_by_id(m.store, [out.id])
+        if not rows or rows[0].get("signature") != lesson.signature:
+            raise LessonStateError(
+                f"lesson {out.id!r} was changed by another process meanwhile; read it again"
+            )
+        m.store.update(LESSONS, f"id = {sql_str(out.id)}", update_values(out))
+    m.audit(actor, out.id, event, dict(detail or {}, status=out.status))
+    if out.status == "active" or was_active:
+        refresh_digest(m)
+    return out
+
+
+def change_status(
+    m: Mimir,
+    ident: str,
+    status: str,
+    *,
+    actor: str,
+    reason: str,
+    event: str,
+    superseded_by: str | None = None,
+) -> Lesson:
+    """Move a (valid) lesson to ``status``, audited with ``reason``."""
+    lesson, ok = load(m, ident)
+    if not ok:
+        if status == "quarantined":
+            return lesson  # already quarantined when its signature failed
+        raise LessonStateError(
+            f"lesson {ident!r} failed its signature check and is quarantined; it cannot be "
+            f"made {status!r} (forget it, or re-learn it with `mimir consolidate`)"
+        )
+    was = lesson.status
+    lesson.status = status  # type: ignore[assignment]
+    now = m._now()
+    if status in ("superseded", "retired"):
+        lesson.invalid_at = now
+    if superseded_by is not None:
+        lesson.superseded_by = superseded_by
+    detail: dict[str, Any] = {"reason": reason, "was": was}
+    if superseded_by:
+        detail["by"] = superseded_by
+    return save(m, lesson, actor=actor, event=event, detail=detail, was_active=was == "active")
+
+
+def refresh_digest(m: Mimir) -> None:
+    """Rewrite the hooks' digest from the active lessons that verify (never raises)."""
+    try:
+        good: list[dict[str, Any]] = []
+        for lesson, ok in load_many(m, "status = 'active'", refresh=False):
+            if ok and lesson.status == "active":
+                good.append(lesson.model_dump(mode="json"))
+        good.sort(key=lambda d: (-float(d.get("confidence", 0.0)), d["id"]))
+        write_digest(m.home, good, signing_key(m), _evidence_texts(m, good))
+    except Exception as exc:  # the digest is derived data: the next change rewrites it
+        log.warning("cannot rewrite the lessons digest: %s", exc)
+        log_event(m.home, "digest_failed", error=str(exc))
+
+
+def _evidence_texts(
+    m: Mimir, lessons: Sequence[Mapping[str, Any]]
+) -> dict[str, list[tuple[str, str]]]:
+    """(task, reason) of each lesson's evidence, for the digest's topic keywords."""
+    wanted = {
+        str(d["id"]): [*d.get("supporting_ids", []), *d.get("contradicting_ids", [])]
+        for d in lessons
+    }
+    ids = sorted({i for v in wanted.values() for i in v})
+    text: dict[str, tuple[str, str]] = {}
+    for start in range(0, len(ids), 500):
+        for r in m.store.select(
+            EXPERIENCES, sql_in("id", ids[start : start + 500]), ["id", "task", "reason"]
+        ):
+            text[r["id"]] = (r.get("task") or "", r.get("reason") or "")
+    return {lid: [text[i] for i in v if i in text] for lid, v in wanted.items()}
+
+
+def forget_lesson(m: Mimir, ident: str, *, with_experiences: bool, actor: str = "api") -> list[str]:
+    """Really delete a lesson (and, on request, its evidence); returns the experiences removed."""
+    rows = rows_by_id(m.store, [ident])
+    if not rows:
+        raise NotFoundError("lesson", ident)
+    lesson, _ok = from_row(rows[0], signing_key(m))
+    removed: list[str] = []
+    if with_experiences:
+        ids = list(dict.fromkeys([*lesson.supporting_ids, *lesson.contradicting_ids]))
+        if ids:
+            present = m.store.select(EXPERIENCES, sql_in("id", ids), ["id"])
+            removed = [r["id"] for r in present]
+            if removed:
+                m.store.delete(EXPERIENCES, sql_in("id", removed))
+                m.store.purge(EXPERIENCES)
+    m.store.delete(LESSONS, f"id = {sql_str(ident)}")
+    m.store.purge(LESSONS)
+    scrub_audit(m, [ident, *removed])
+    m.audit(actor, ident, "forgotten", {"table": LESSONS, "experiences_removed": len(removed)})
+    refresh_digest(m)
+    return removed
+
+
+def scrub_audit(m: Mimir, ids: Sequence[str]) -> None:
+    """Remove the audit entries about forgotten items, older table versions included.
+
+    Their details can quote the forgotten text (feedback notes, reasons); the ``forgotten``
+    entry written afterwards keeps the record that something was removed, and when.
+    """
+    where = sql_in("subject_id", list(ids))
+    if ids and m.store.count(AUDIT, where):
+        m.store.delete(AUDIT, where)
+        m.store.purge(AUDIT)
+
+
+def lessons_quoting(m: Mimir, exp_id: str) -> list[str]:
+    """Ids of lessons whose wording quotes this experience (forgotten along with it)."""
+    out = []
+    for row in select_rows(m.store, None):
+        try:
+            quoted = json.loads(row.get("payload") or "{}").get("provenance", {}).get("quoted_ids")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(quoted, list) and exp_id in quoted:
+            out.append(str(row["id"]))
+    return out

@@ -1,0 +1,80 @@
+"""Re-examining an admitted lesson against new evidence: confidence and the circuit breaker."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..store import sql_str
+from ..types import GateResult, Lesson
+from .evidence import Exp, apply_evidence, load_exps, topic_of
+from .gate import breaker
+from .lifecycle import save
+
+if TYPE_CHECKING:
+    from ..memory import Mimir
+
+
+def attributed(m: Mimir, lesson_id: str) -> list[Exp]:
+    """Experiences recorded with the lesson in context (``recalled_lesson_ids``)."""
+    return load_exps(m.store, f"array_has(recalled_lesson_ids, {sql_str(lesson_id)})")
+
+
+def measure(m: Mimir, lesson: Lesson) -> tuple[Lesson, bool, GateResult]:
+    """(lesson with fresh evidence, should trip?, breaker measurement); nothing is written."""
+    trigger_vec = m.embedder.embed_one(lesson.trigger)
+    avec = m.embedder.embed_one(lesson.action or lesson.rule)
+    key = str(lesson.provenance.get("action_key") or "")
+    _cen, topic = topic_of(m.store, lesson, trigger_vec)
+    fresh = apply_evidence(lesson.model_copy(deep=True), key, avec, topic)
+    attr = attributed(m, lesson.id)
+    with_ids = {e.id for e in attr}
+    with_scores = [e.score for e in attr]
+    with_scores += [1.0] * lesson.feedback_helped + [0.0] * lesson.feedback_hurt
+    without = [e.score for e in topic if e.id not in with_ids and lesson.id not in e.recalled]
+    trip, result = breaker(with_scores, without)
+    return fresh, trip, result
+
+
+def review(m: Mimir, lesson: Lesson, *, actor: str, cause: str) -> tuple[Lesson, bool]:
+    """Update an admitted lesson's evidence; quarantine it if it credibly hurts (unless pinned).
+
+    Returns (the saved lesson, whether it was quarantined now).
+    """
+    fresh, trip, result = measure(m, lesson)
+    changed = (
+        fresh.supporting_ids != lesson.supporting_ids
+        or fresh.contradicting_ids != lesson.contradicting_ids
+        or fresh.confidence != lesson.confidence
+    )
+    if trip and not fresh.pinned and fresh.status == "active":
+        fresh.status = "quarantined"
+        saved = save(
+            m,
+            fresh,
+            actor=actor,
+            event="quarantined",
+            detail={
+                "reason": f"circuit breaker: outcomes with this lesson in context are worse "
+                f"than without it ({result.detail})",
+                "cause": cause,
+                "lift": result.lift,
+                "noise": result.noise,
+                "was": "active",
+            },
+            was_active=True,
+        )
+        return saved, True
+    if trip and fresh.pinned:
+        m.audit(actor, fresh.id, "breaker_ignored", {"reason": "pinned", "measured": result.detail})
+    if changed:
+        return (
+            save(
+                m,
+                fresh,
+                actor=actor,
+                event="evidence_updated",
+                detail={"cause": cause, "confidence": fresh.confidence},
+            ),
+            False,
+        )
+    return lesson, False

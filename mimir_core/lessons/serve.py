@@ -1,0 +1,140 @@
+"""Serving lessons: the relevant, active, verified ones for a query, and the prompt block.
+
+Relevance is the cosine between the query and the lesson: its trigger embedding, or the closest
+of the experiences that are its evidence (a trigger is one task; the evidence is several, so a
+paraphrase of any of them finds the lesson). Below a floor the answer is empty (abstain,
+never pad). An exact identifier of the query found in the lesson (an error code, a path, a
+flag) lets a lesson in from a lower floor, as in recall. Lessons from another project count, at
+a discount, unless a scope is asked for.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..digest import MAX_ITEMS, render_block
+from ..errors import InvalidInputError, short
+from ..store import EXPERIENCES, LESSONS, sql_str
+from ..text import query_terms
+from ..types import Lesson
+from .lifecycle import verified
+from .storage import LESSON_COLUMNS
+
+if TYPE_CHECKING:
+    from ..memory import Mimir
+
+#: Minimum query–topic cosine for a lesson to be relevant.
+RELEVANCE_FLOOR = 0.45
+#: Lessons (nearest triggers) and experiences (nearest tasks) looked at per query.
+CANDIDATES = 50
+NEIGHBOURS = 40
+#: ...or this, when an identifier of the query appears in the lesson.
+IDENT_FLOOR = 0.25
+#: Lessons below this confidence are not served unless asked for.
+DEFAULT_MIN_CONFIDENCE = 0.2
+OTHER_SCOPE_FACTOR = 0.85
+#: A recommendation joins the prompt block only above this confidence (5% lower bound).
+RECOMMEND_FLOOR = 0.5
+ALL_SCOPES = "*"
+
+
+def _check(query: object, k: object, min_confidence: object) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInputError("query", f"must be a non-empty string; got {short(query)}", query)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 100:
+        raise InvalidInputError("k", f"must be an integer from 1 to 100; got {short(k)}")
+    if min_confidence is not None and (
+        isinstance(min_confidence, bool)
+        or not isinstance(min_confidence, (int, float))
+        or not 0.0 <= float(min_confidence) <= 1.0
+    ):
+        raise InvalidInputError(
+            "min_confidence", f"must be a number in [0, 1]; got {short(min_confidence)}"
+        )
+
+
+def relevant_lessons(
+    m: Mimir,
+    query: str,
+    k: int = 5,
+    *,
+    scope: str | None = None,
+    min_confidence: float | None = None,
+) -> list[tuple[float, Lesson]]:
+    """(relevance, lesson) of the active, verified lessons relevant to ``query``, best first."""
+    _check(query, k, min_confidence)
+    if scope is not None and not isinstance(scope, str):
+        raise InvalidInputError("scope", f"must be a string; got {short(scope)}")
+    store = m.store
+    where = "status = 'active'"
+    prefer = m.scope if scope is None else None
+    if scope not in (None, ALL_SCOPES):
+        where += f" AND (scope = {sql_str(str(scope))} OR scope = '')"
+    if store.count(LESSONS, where) == 0:
+        return []  # nothing to serve: don't even embed the query
+    qvec = m.embedder.embed_one(query)
+    rows = store.vector_search(
+        LESSONS, qvec, where=where, limit=max(10 * k, CANDIDATES), columns=LESSON_COLUMNS
+    )
+    near = {
+        r["id"]: 1.0 - float(r["_distance"])
+        for r in store.vector_search(
+            EXPERIENCES, qvec, where="superseded_by IS NULL", limit=NEIGHBOURS, columns=["id"]
+        )
+    }
+    idents = query_terms(query)[0]
+    floor_conf = DEFAULT_MIN_CONFIDENCE if min_confidence is None else float(min_confidence)
+    ranked: list[tuple[float, Lesson]] = []
+    for row in rows:
+        sim = max(1.0 - float(row["_distance"]), _member_sim(row, near))
+        text = f"{row.get('trigger', '')} {row.get('rule', '')}".lower()
+        matched = [i for i in idents if i in text]
+        if sim < RELEVANCE_FLOOR and not (matched and sim >= IDENT_FLOOR):
+            continue
+        lesson, ok = verified(m, row)
+        if not ok or lesson.status != "active" or lesson.confidence < floor_conf:
+            continue
+        score = sim + 0.25 * (len(matched) / len(idents) if idents else 0.0)
+        if prefer is not None and lesson.scope not in ("", prefer):
+            score *= OTHER_SCOPE_FACTOR
+        ranked.append((score, lesson))
+    ranked.sort(key=lambda sl: (-sl[0], -sl[1].confidence, sl[1].id))
+    return ranked[:k]
+
+
+def _member_sim(row: dict[str, Any], near: dict[str, float]) -> float:
+    """The query's best cosine to one of the lesson's own evidence (0 if none is near)."""
+    if not near:
+        return 0.0
+    try:
+        data = json.loads(row.get("payload") or "{}")
+        ids = [*data.get("supporting_ids", []), *data.get("contradicting_ids", [])]
+    except (ValueError, AttributeError, TypeError):
+        return 0.0
+    return max((near[i] for i in ids if isinstance(i, str) and i in near), default=0.0)
+
+
+def context_block(
+    m: Mimir, query: str, *, budget_chars: int = 2000, scope: str | None = None
+) -> str:
+    """The fenced prompt block for ``query`` (``""`` when nothing relevant clears the bar)."""
+    if isinstance(budget_chars, bool) or not isinstance(budget_chars, int) or budget_chars < 1:
+        raise InvalidInputError(
+            "budget_chars", f"must be a positive integer; got {short(budget_chars)}"
+        )
+    found = [le for _s, le in relevant_lessons(m, query, MAX_ITEMS, scope=scope)]
+    items: list[dict[str, Any]] = [
+        {"id": le.id, "kind": le.kind, "confidence": le.confidence, "rule": le.rule} for le in found
+    ]
+    extra: list[str] = []
+    rec = m.recommend(query, scope=scope)
+    if rec is not None and rec.confidence >= RECOMMEND_FLOOR:
+        covered = {le.action.strip().lower() for le in found if le.action}
+        if rec.action.strip().lower() not in covered:
+            extra.append(
+                f"past attempts suggest: {rec.action} (worked {rec.successes:g} of "
+                f"{rec.successes + rec.failures:g} times on similar tasks; "
+                f"confidence {rec.confidence:.2f}; not yet a lesson)"
+            )
+    return render_block(items, budget_chars, extra=extra)

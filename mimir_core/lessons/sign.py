@@ -1,0 +1,128 @@
+"""Lesson signing: HMAC-SHA-256 with a per-install key (stdlib only: hooks verify the digest).
+
+* The key is 32 random bytes in ``<home>/keys/signing.key`` (file 0600, directory 0700), created
+  on first use. An explicit key (``Mimir(signing_key=...)``, which adapters fill from
+  ``MIMIR_SIGNING_KEY``) overrides the file. There is no default or public key.
+* What is signed: every field of a lesson except the signature itself (status, pinned flag,
+  evidence, confidence and bi-temporal fields included), as canonical JSON. A legitimate change
+  re-signs; anything else that edits a lesson in the store breaks the signature.
+* Several machines sharing one store must share one key (``MIMIR_SIGNING_KEY``): a lesson signed
+  with another key fails verification and is quarantined like a tampered one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from _operator import _compare_digest as compare_digest
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+KEY_BYTES = 32
+KEY_FILE = ("keys", "signing.key")
+_BLOCK = 64  # SHA-256 block size
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
+
+
+def _sha256() -> Callable[..., Any]:
+    # The builtin SHA-256 avoids importing OpenSSL (`hashlib`/`hmac` load `_hashlib`, 30-50 ms):
+    # the injection hook verifies the lessons digest on every prompt.
+    try:
+        from _sha2 import sha256  # type: ignore[import-not-found,unused-ignore]  # Python 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+        except ImportError:  # pragma: no cover - an interpreter without the builtin module
+            from hashlib import sha256  # type: ignore[assignment,unused-ignore]
+    return sha256  # type: ignore[no-any-return,unused-ignore]
+
+
+def hmac_sha256(key: bytes, message: bytes) -> str:
+    """HMAC-SHA-256 (RFC 2104) as hex, on the builtin hash (equal to ``hmac.new``'s)."""
+    sha256 = _sha256()
+    if len(key) > _BLOCK:
+        key = sha256(key).digest()
+    key = key.ljust(_BLOCK, b"\0")
+    inner = sha256(key.translate(_IPAD) + message).digest()
+    return str(sha256(key.translate(_OPAD) + inner).hexdigest())
+
+
+def canonical(data: Any) -> bytes:
+    """Stable JSON bytes of ``data`` (sorted keys, no spaces)."""
+    return json.dumps(
+        data, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str
+    ).encode("utf-8")
+
+
+def key_path(home: str | os.PathLike[str]) -> Path:
+    """Where the per-install key lives."""
+    return Path(home).joinpath(*KEY_FILE)
+
+
+def coerce_key(value: str | bytes) -> bytes:
+    """An explicit key as bytes (a string is taken as its UTF-8 bytes)."""
+    raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    if len(raw) < 16:
+        # A short key is guessable; refusing it is kinder than signing with it.
+        from ..errors import ConfigError
+
+        raise ConfigError(f"signing_key: must be at least 16 bytes long; got {len(raw)}")
+    return raw
+
+
+def read_key(home: str | os.PathLike[str]) -> bytes | None:
+    """The per-install key if it exists (``None`` otherwise); never creates one."""
+    try:
+        data = key_path(home).read_bytes()
+    except OSError:
+        return None
+    return data if len(data) >= 16 else None
+
+
+def load_or_create_key(home: str | os.PathLike[str]) -> bytes:
+    """The per-install key, created (random, 0600 in a 0700 directory) on first use.
+
+    Two processes creating it at once agree: the file is created exclusively and the loser
+    reads the winner's key.
+    """
+    path = key_path(home)
+    existing = read_key(home)
+    if existing is not None:
+        return existing
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        path.parent.chmod(0o700)
+    except OSError:
+        pass
+    key = os.urandom(KEY_BYTES)  # the CSPRNG `secrets` uses, without importing OpenSSL
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, key)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # atomic and exclusive: fails if another process won
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    winner = read_key(home)
+    if winner is None:  # pragma: no cover - the file vanished between link and read
+        raise OSError(f"cannot read signing key at {path}")
+    return winner
+
+
+def sign(key: bytes, fields: Mapping[str, Any]) -> str:
+    """HMAC-SHA-256 (hex) of the canonical JSON of ``fields``."""
+    return hmac_sha256(key, canonical(dict(fields)))
+
+
+def verify(key: bytes, fields: Mapping[str, Any], signature: str) -> bool:
+    """Whether ``signature`` is the HMAC of ``fields`` under ``key`` (constant time)."""
+    if not signature or not isinstance(signature, str):
+        return False
+    return compare_digest(sign(key, fields), signature)

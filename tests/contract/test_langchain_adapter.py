@@ -1,0 +1,285 @@
+"""The LangChain adapter's behaviour with a real ``create_agent`` graph and a real store.
+
+The chat model is scripted (a ``FakeMessagesListChatModel`` that can bind tools and keeps the
+messages it was sent); everything else is the real agent loop, tool node and middleware.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.tools import ToolException, tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from mimir_core import Mimir
+from mimir_core.errors import InvalidInputError, OptionalDependencyError
+from mimir_core.testing import assert_tool_contract, seed_lesson
+from mimir_core.tools import TOOLS, call_tool
+from mimir_integrations.langchain import (
+    MimirMiddleware,
+    MimirRetriever,
+    MimirToolkit,
+    get_tools,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+SEEN: list[list[Any]] = []
+
+
+class ScriptedModel(FakeMessagesListChatModel):
+    """Answers from a script; remembers every prompt it was sent (in ``SEEN``)."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        SEEN.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+
+def call(name: str, args: dict[str, Any], ident: str) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": name, "args": args, "id": ident}])
+
+
+@pytest.fixture
+def m(hash_mimir: Mimir) -> Mimir:
+    return hash_mimir
+
+
+def test_tools_render_the_core_vocabulary(m: Mimir) -> None:
+    tools = MimirToolkit(mimir=m).get_tools()
+    assert [t.name for t in tools] == [s.name for s in TOOLS]
+    for t, spec in zip(tools, TOOLS, strict=True):
+        assert t.description == spec.description
+        assert t.args_schema is spec.args
+        assert t.response_format == "content_and_artifact"
+    m.record("run the api tests", "pytest tests/api", "failure", reason="UndefinedTable")
+    [recall] = get_tools(m, ["recall_experiences"])
+    msg = recall.invoke(
+        {"type": "tool_call", "id": "c1", "name": "recall_experiences", "args": {"query": "api"}}
+    )
+    expected = call_tool(m, "recall_experiences", {"query": "api"})
+    assert msg.content == expected.text and msg.artifact == expected.data
+    bad = {"type": "tool_call", "id": "c2", "name": "recall_experiences", "args": {"k": 0}}
+    msg = recall.invoke(bad)  # the model is told what was wrong, the agent goes on
+    assert msg.status == "error" and msg.artifact is None
+    assert (
+        msg.content
+        == "query: is required: a non-empty string\nk: must be an integer from 1 to 100; got 0"
+    )
+    recall.handle_tool_error = False
+    with pytest.raises(InvalidInputError, match="k"):
+        recall.invoke({"query": "api", "k": 0})
+
+
+def test_tools_pass_the_adapter_contract(m: Mimir) -> None:
+    tools = {t.name: t for t in get_tools(m)}
+
+    def invoke(name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any] | None, bool]:
+        if name not in tools:  # what ToolNode answers for a tool the agent does not have
+            return f"no tool named {name!r}", None, True
+        call = {"type": "tool_call", "id": uuid.uuid4().hex, "name": name, "args": args}
+        msg = tools[name].invoke(call, {"configurable": {"thread_id": "contract"}})
+        return str(msg.content), msg.artifact, msg.status == "error"
+
+    listed = {name: t.tool_call_schema.model_json_schema() for name, t in tools.items()}
+    assert_tool_contract(invoke, m, listed=listed)
+
+
+def test_a_recording_tool_call_is_stored_once_per_call_id(m: Mimir) -> None:
+    [record] = get_tools(m, ["record_experience"])
+    args = {"task": "deploy", "action": "make deploy", "outcome": "success"}
+    cfg = {"configurable": {"thread_id": "t1"}}
+    for _ in range(3):  # a re-executed tool node replays the same call
+        record.invoke({"type": "tool_call", "id": "call-9", "name": record.name, "args": args}, cfg)
+    record.invoke({"type": "tool_call", "id": "call-10", "name": record.name, "args": args}, cfg)
+    record.invoke(args)  # no call id: a plain call records each time
+    got = m.recent(10)
+    assert len(got) == 3
+    assert {e.source for e in got} == {"langchain"}
+    assert sum(e.thread_id == "t1" for e in got) == 2
+
+
+def test_middleware_injects_lessons_without_storing_them(m: Mimir) -> None:
+    lesson = seed_lesson(
+        m,
+        rule="Run alembic upgrade head before the payments integration tests.",
+        trigger="run the payments integration tests",
+    )
+    SEEN.clear()
+    model = ScriptedModel(responses=[AIMessage("Migrations first, then pytest.")])
+    agent = create_agent(model, system_prompt="You are careful.", middleware=[MimirMiddleware(m)])
+    out = agent.invoke(
+        {"messages": [{"role": "user", "content": "run the payments integration tests"}]}
+    )
+    system = SEEN[0][0]
+    assert system.type == "system"
+    assert system.content.startswith("You are careful.")
+    assert lesson.id in system.content and "alembic upgrade head" in system.content
+    assert all(lesson.id not in str(msg.content) for msg in out["messages"])  # not in the state
+
+
+def test_middleware_records_tool_failures_and_the_run_once(m: Mimir) -> None:
+    @tool
+    def shell(command: str) -> str:
+        """Run a shell command."""
+        if command == "pytest tests/api":
+            raise ToolException("UndefinedTable: relation orders does not exist")
+        return "ok: 12 passed"
+
+    shell.handle_tool_error = True  # the tool answers the model with an error result
+
+    model = ScriptedModel(
+        responses=[
+            call("shell", {"command": "pytest tests/api"}, "c1"),
+            call("shell", {"command": "alembic upgrade head && pytest tests/api"}, "c2"),
+            AIMessage("The api tests pass after migrating."),
+        ]
+    )
+    agent = create_agent(
+        model, tools=[shell], middleware=[MimirMiddleware(m)], checkpointer=InMemorySaver()
+    )
+    cfg = {"configurable": {"thread_id": "lc-1"}}
+    agent.invoke({"messages": [{"role": "user", "content": "run the api tests"}]}, cfg)
+    got = sorted(m.recent(10), key=lambda e: e.outcome)
+    assert [(e.outcome, e.action) for e in got] == [
+        ("failure", "pytest tests/api"),
+        ("success", "alembic upgrade head && pytest tests/api"),
+    ]
+    assert "UndefinedTable" in got[0].reason
+    assert {e.thread_id for e in got} == {"lc-1"} and {e.source for e in got} == {"langchain"}
+    # The failure was recorded when the tool failed and again after the run: stored once.
+    assert m.stats().experiences == 2
+
+
+def test_a_tool_that_crashes_the_run_is_still_recorded(m: Mimir) -> None:
+    @tool
+    def deploy(target: str) -> str:
+        """Deploy a service."""
+        raise RuntimeError("ImagePullBackOff")
+
+    model = ScriptedModel(responses=[call("deploy", {"target": "payments"}, "c7")])
+    agent = create_agent(model, tools=[deploy], middleware=[MimirMiddleware(m)])
+    with pytest.raises(RuntimeError, match="ImagePullBackOff"):
+        agent.invoke({"messages": [{"role": "user", "content": "deploy payments"}]})
+    [exp] = m.recent(5)
+    assert (exp.task, exp.outcome) == ("deploy payments", "failure")
+    assert "ImagePullBackOff" in exp.reason
+
+
+def test_retriever_puts_lessons_first_with_metadata(m: Mimir) -> None:
+    seed_lesson(m, rule="Use --legacy-peer-deps.", trigger="install the dashboard dependencies")
+    m.record_failure("install the dashboard dependencies", "npm install", "ERESOLVE")
+    docs = MimirRetriever(mimir=m, k=8).invoke("install the dashboard dependencies")
+    kinds = [d.metadata["kind"] for d in docs]
+    assert kinds[0] == "lesson" and kinds.count("experience") == 5  # 4 evidence + 1 failure
+    lesson, exp = docs[0], next(d for d in docs if d.metadata.get("outcome") == "failure")
+    assert lesson.metadata["confidence"] > 0 and "legacy-peer-deps" in lesson.page_content
+    assert exp.metadata["outcome"] == "failure" and exp.id == exp.metadata["id"]
+    only = MimirRetriever(mimir=m, include=("experiences",), outcome="failure").invoke(
+        "install the dashboard dependencies"
+    )
+    assert [d.page_content.splitlines()[1] for d in only] == ["Tried: npm install"]
+
+
+def test_legacy_memory_loads_lessons_and_records_agent_steps(m: Mimir) -> None:
+    from langchain_core.agents import AgentAction
+
+    from mimir_integrations.langchain import MimirMemory
+
+    seed_lesson(m, rule="Pin the node version.", trigger="build the frontend")
+    mem = MimirMemory(mimir=m, input_key="input")
+    assert mem.memory_variables == ["mimir_lessons"]
+    assert (
+        "Pin the node version"
+        in mem.load_memory_variables({"input": "build the frontend"})["mimir_lessons"]
+    )
+    before = m.stats().experiences
+    steps = [
+        (AgentAction("shell", {"command": "npm run build"}, ""), "Error: node 16 unsupported"),
+        (AgentAction("shell", {"command": "nvm use 20 && npm run build"}, ""), "built in 4s"),
+    ]
+    mem.save_context(
+        {"input": "build the frontend"}, {"output": "done", "intermediate_steps": steps}
+    )
+    mem.save_context({"input": "hello"}, {"output": "hi"})  # not an attempt
+    added = m.recent(2)
+    assert m.stats().experiences == before + 2
+    assert {e.outcome for e in added} == {"failure", "success"}
+
+
+def run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+
+
+def test_memory_without_langchain_classic_is_a_clear_error() -> None:
+    out = run(
+        """
+        import sys, importlib.abc
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split('.')[0] == 'langchain_classic':
+                    raise ImportError("No module named 'langchain_classic'")
+        sys.meta_path.insert(0, Block())
+        import mimir_integrations.langchain as lc
+        try:
+            lc.MimirMemory
+        except ImportError as exc:
+            print(type(exc).__name__, exc)
+        """
+    )
+    assert out.returncode == 0, out.stderr
+    assert OptionalDependencyError.__name__ in out.stdout and "langchain-classic" in out.stdout
+
+
+_ADAPTERS = ["langchain", "langgraph", "llamaindex", "mcp_server", "hermes"]
+
+
+def _others(mine: str, *frameworks: str) -> list[str]:
+    return [*frameworks, *(f"mimir_integrations.{a}" for a in _ADAPTERS if a != mine)]
+
+
+@pytest.mark.parametrize(
+    ("module", "foreign"),
+    [
+        ("mimir_integrations.langchain", _others("langchain", "llama_index", "mcp")),
+        ("mimir_integrations.langgraph", _others("langgraph", "llama_index", "mcp")),
+        (
+            "mimir_integrations.llamaindex",
+            _others("llamaindex", "langchain", "langgraph", "langchain_core", "mcp"),
+        ),
+        (
+            "mimir_integrations.mcp_server",
+            _others("mcp_server", "langchain", "langgraph", "langchain_core", "llama_index"),
+        ),
+    ],
+)
+def test_importing_one_adapter_imports_no_other(module: str, foreign: list[str]) -> None:
+    out = run(
+        f"""
+        import sys
+        import {module}
+        loaded = sorted(n for n in sys.modules
+                        if any(n == f or n.startswith(f + '.') for f in {foreign!r}))
+        print(loaded)
+        """
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,297 @@
+"""Small fake model servers on 127.0.0.1 for host end-to-end tests (Anthropic and OpenAI APIs).
+
+Both follow one script language in the last user message that contains it:
+``CALL:toolA,toolB ARGS={json}`` calls the tools one per round trip (when the host offers
+them), then answers ``FINAL: tool said <last tool result>``; without ``CALL:`` they answer a
+greeting. Every request body is kept in ``server.requests`` for assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_CALL = re.compile(r"CALL:([A-Za-z0-9_\-,]+)")
+_ARGS = re.compile(r"ARGS=(\{.*?\})(?:\s|$)", re.S)
+
+
+def _blocks(msg: dict[str, Any]) -> list[dict[str, Any]]:
+    content = msg.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content or [] if isinstance(b, dict)]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def decide_anthropic(body: dict[str, Any]) -> dict[str, Any]:
+    msgs = body.get("messages", [])
+    tools = {t.get("name") for t in body.get("tools", []) or []}
+    start, text = None, None
+    for i in range(len(msgs) - 1, -1, -1):
+        if msgs[i].get("role") == "user":
+            for b in _blocks(msgs[i]):
+                if b.get("type") == "text" and "CALL:" in b.get("text", ""):
+                    start, text = i, b["text"]
+                    break
+            if text:
+                break
+    if not text or start is None:
+        return {"text": "Hello from the fake Anthropic API."}
+    m = _CALL.search(text)
+    wanted = m.group(1).split(",") if m else []
+    a = _ARGS.search(text)
+    args = json.loads(a.group(1)) if a else {}
+    results = [b for m_ in msgs[start + 1 :] for b in _blocks(m_) if b.get("type") == "tool_result"]
+    if len(results) < len(wanted):
+        name = wanted[len(results)]
+        return {"tool": name, "args": args} if name in tools else {"text": f"(no tool {name})"}
+    return {"text": "FINAL: tool said " + _text(results[-1].get("content"))[:300]}
+
+
+def decide_openai(body: dict[str, Any]) -> dict[str, Any]:
+    msgs = body.get("messages", [])
+    tools = {t.get("function", {}).get("name") for t in body.get("tools", []) or []}
+    uidx = -1
+    for i, m in enumerate(msgs):
+        if m.get("role") == "user" and "CALL:" in _text(m.get("content")):
+            uidx = i
+    if uidx < 0:
+        return {"text": "Hello from the fake LLM."}
+    utext = _text(msgs[uidx].get("content"))
+    done = [m for m in msgs[uidx + 1 :] if m.get("role") == "tool"]
+    m = _CALL.search(utext)
+    wanted = m.group(1).split(",") if m else []
+    a = _ARGS.search(utext)
+    args = json.loads(a.group(1)) if a else {}
+    if len(done) < len(wanted):
+        name = wanted[len(done)]
+        return {"tool": name, "args": args} if name in tools else {"text": f"(no tool {name})"}
+    return {"text": "FINAL: tool said " + _text(done[-1].get("content"))[:200]}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _json(self, obj: Any, code: int = 200) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _sse(self, events: list[tuple[str | None, Any]]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for name, data in events:
+            head = f"event: {name}\n" if name else ""
+            self.wfile.write(f"{head}data: {json.dumps(data)}\n\n".encode())
+        if self.server.kind == "openai":
+            self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            model = {"id": "fake-model", "object": "model", "created": 0, "owned_by": "fake"}
+            return self._json({"object": "list", "data": [model]})
+        self._json({"error": "not found"}, 404)
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        path = self.path.split("?")[0].rstrip("/")
+        self.server.requests.append({"path": self.path, "body": body})
+        if self.server.kind == "anthropic":
+            if path.endswith("/count_tokens"):
+                return self._json({"input_tokens": 42})
+            if not path.endswith("/v1/messages"):
+                return self._json({})
+            return self._anthropic(body)
+        if not path.endswith("/chat/completions"):
+            return self._json({"error": "not found"}, 404)
+        return self._openai(body)
+
+    def _anthropic(self, body: dict[str, Any]) -> None:
+        d = decide_anthropic(body)
+        mid = "msg_" + uuid.uuid4().hex[:12]
+        model = body.get("model", "claude-fake")
+        usage = {
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        }
+        if "tool" in d:
+            block = {
+                "type": "tool_use",
+                "id": "toolu_" + uuid.uuid4().hex[:12],
+                "name": d["tool"],
+                "input": d["args"],
+            }
+            stop = "tool_use"
+        else:
+            block, stop = {"type": "text", "text": d["text"]}, "end_turn"
+        if not body.get("stream"):
+            return self._json(
+                {
+                    "id": mid,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [block],
+                    "stop_reason": stop,
+                    "stop_sequence": None,
+                    "usage": usage,
+                }
+            )
+        start = dict(block, input={}) if "tool" in d else {"type": "text", "text": ""}
+        delta = (
+            {"type": "input_json_delta", "partial_json": json.dumps(d["args"])}
+            if "tool" in d
+            else {"type": "text_delta", "text": d["text"]}
+        )
+        message = {
+            "id": mid,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        self._sse(
+            [
+                ("message_start", {"type": "message_start", "message": message}),
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": 0, "content_block": start},
+                ),
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": 0, "delta": delta},
+                ),
+                ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                (
+                    "message_delta",
+                    {
+                        "type": "message_delta",
+                        "delta": {"stop_reason": stop, "stop_sequence": None},
+                        "usage": {"output_tokens": 5},
+                    },
+                ),
+                ("message_stop", {"type": "message_stop"}),
+            ]
+        )
+
+    def _openai(self, body: dict[str, Any]) -> None:
+        d = decide_openai(body)
+        cid, now = "chatcmpl-" + uuid.uuid4().hex[:12], int(time.time())
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        if "tool" in d:
+            call = {
+                "id": "call_" + uuid.uuid4().hex[:8],
+                "type": "function",
+                "function": {"name": d["tool"], "arguments": json.dumps(d["args"])},
+            }
+            msg: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
+            finish = "tool_calls"
+        else:
+            msg, finish = {"role": "assistant", "content": d["text"]}, "stop"
+        if not body.get("stream"):
+            choice = {"index": 0, "message": msg, "finish_reason": finish}
+            return self._json(
+                {
+                    "id": cid,
+                    "object": "chat.completion",
+                    "created": now,
+                    "model": "fake-model",
+                    "usage": usage,
+                    "choices": [choice],
+                }
+            )
+
+        def chunk(delta: dict[str, Any], fr: str | None = None, u: bool = False) -> Any:
+            c: dict[str, Any] = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": now,
+                "model": "fake-model",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": fr}],
+            }
+            if u:
+                c["usage"] = usage
+            return (None, c)
+
+        events = [chunk({"role": "assistant", "content": ""})]
+        if "tool" in d:
+            tc = msg["tool_calls"][0]
+            fn = tc["function"]
+            events.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": tc["id"],
+                                "type": "function",
+                                "function": {"name": fn["name"], "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+            )
+            events.append(
+                chunk({"tool_calls": [{"index": 0, "function": {"arguments": fn["arguments"]}}]})
+            )
+        else:
+            events.append(chunk({"content": d["text"]}))
+        events.append(chunk({}, finish, u=True))
+        self._sse(events)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.kind = kind
+        self.requests: list[dict[str, Any]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@contextmanager
+def fake_model_server(kind: str) -> Iterator[_Server]:
+    """A fake ``anthropic`` (Messages) or ``openai`` (chat completions) server, in a thread."""
+    server = _Server(kind)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()

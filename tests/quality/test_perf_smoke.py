@@ -1,0 +1,81 @@
+"""Smoke test of the performance benchmark (``python -m bench.perf --quick``): every section is
+there and every figure is sane. No timing thresholds: the machine is shared and noisy."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+@pytest.mark.slow
+def test_perf_quick_run_reports_every_section(tmp_path: Path) -> None:
+    out = tmp_path / "perf.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.perf",
+            "--quick",
+            "--json",
+            str(out),
+            "--out-dir",
+            str(tmp_path / "results"),
+            "--workdir",
+            str(tmp_path / "work"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| target |" in proc.stdout
+    res = json.loads(out.read_text())
+    for key in (
+        "seed",
+        "date",
+        "machine",
+        "versions",
+        "config",
+        "data",
+        "load",
+        "ann",
+        "recall",
+        "recommend",
+        "record",
+        "targets",
+    ):
+        assert key in res, key
+    assert res["machine"]["cores"] >= 1 and res["machine"]["python"]
+    assert res["versions"]["lancedb"] != "?"
+    (size,) = [str(s) for s in res["config"]["sizes"]]
+    label = "2k" if size == "2000" else size
+    assert res["load"][label]["rows"] == 2000 and _positive(res["load"][label]["load_rows_per_s"])
+    assert 0.0 <= res["ann"][label]["recall@10"] <= 1.0
+    for section in ("recall", "recommend"):
+        stats = res[section][f"mimir@{label}"]
+        assert stats["n"] > 0 and _positive(stats["p50"]) and stats["p95"] >= stats["p50"]
+    for variant in ("numpy@", "numpy_search_only@"):
+        assert _positive(res["recall"][variant + label]["p50"])
+    assert _positive(res["recall"]["embed_only"]["p50"])
+    record = res["record"]
+    assert all(_positive(v["p50"]) for v in record["single_ms"].values())
+    assert _positive(record["record_many_rows_per_s"][label]["median"])
+    assert _positive(record["flatness"]["ratio"])
+    assert _positive(record["with_minilm"]["record_many_rows_per_s"])
+    data = res["data"]
+    assert -0.1 < data["random_pair_cos_mean"] < 0.1 and data["nn1_cos_mean"] > 0.5
+    assert {t["target"] for t in res["targets"]} >= {"recall_p95_ms@100k", "ann_recall@10@1m"}
+    assert list((tmp_path / "results").glob("perf-*.json"))

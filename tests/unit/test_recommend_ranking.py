@@ -1,0 +1,38 @@
+"""Recommend ranks only the head exactly: the head must equal ranking every option exactly."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import pytest
+
+from mimir_core import recommend as rec
+
+
+class FakeCluster:
+    """Just what the ranking reads of an action cluster: its weighted counts."""
+
+    def __init__(self, sw: float, fw: float) -> None:
+        self.sw, self.fw = sw, fw
+
+    def counts(self, weighted: bool = True) -> tuple[float, float]:
+        return self.sw, self.fw
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_head_is_ranked_exactly_as_ranking_everything(seed: int) -> None:
+    rng = random.Random(seed)
+    q = 0.05
+    bounded: list[tuple[float, Any, Any]] = []
+    for i in range(rng.randint(1, 60)):
+        sw = round(rng.uniform(0, 12), 3) * rng.choice([0, 1, 1, 1])
+        fw = round(rng.uniform(0, 6), 3) * rng.choice([0, 1])
+        up = rec._lower_bound(math.ceil(sw * 32.0) / 32.0, 0.0, q)  # as recommend() does
+        bounded.append((up, FakeCluster(sw, fw), f"action-{i}"))
+    exact = sorted((rec._lower_bound(c.sw, c.fw, q) for _u, c, _a in bounded), reverse=True)
+    got = sorted((r for r, _c, _a in rec._exact_head(list(bounded), q)), reverse=True)
+    head = min(rec.EXACT_HEAD, len(exact))
+    assert got[:head] == pytest.approx(exact[:head], abs=1e-9)
+    assert len(got) == len(exact)  # nothing dropped
