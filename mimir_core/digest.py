@@ -295,13 +295,17 @@ def match(
         for t in terms | set(e.get("rule_keywords", [])):
             df[t] = df.get(t, 0) + 1
     idents = set(query_terms(query)[0])
+    weights: dict[str, float] = {}  # a hook matches every prompt: each term is weighed once
 
     def w(term: str) -> float:
-        # 1.0 for a keyword only one lesson has, less for keywords many lessons share.
-        idf = math.log(1.0 + (n + 10.0) / (df.get(term, 1) + 0.5)) / math.log(
-            1.0 + (n + 10.0) / 1.5
-        )
-        return idf * _weight(term) * (2.0 if term in idents else 1.0)
+        got = weights.get(term)
+        if got is None:
+            # 1.0 for a keyword only one lesson has, less for keywords many lessons share.
+            idf = math.log(1.0 + (n + 10.0) / (df.get(term, 1) + 0.5)) / math.log(
+                1.0 + (n + 10.0) / 1.5
+            )
+            got = weights[term] = idf * _weight(term) * (2.0 if term in idents else 1.0)
+        return got
 
     scored: list[tuple[float, int, Mapping[str, Any]]] = []
     for i, e in enumerate(entries):
