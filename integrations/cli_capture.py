@@ -59,10 +59,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         "spool": str(m.spool_dir),
     }
     if args.consolidate:
-        try:
-            data["consolidation"] = m.consolidate()
-        except NotImplementedError:
-            data["consolidation"] = None
+        data["consolidation"] = m.consolidate()
 
     def human() -> str:
         line = f"ingested {report.ingested} record(s)"

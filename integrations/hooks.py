@@ -73,9 +73,7 @@ class HookContext:
             return ""
         try:
             from mimir_core.digest import render_context
-        except ImportError:
-            return ""
-        try:
+
             text = render_context(
                 self.home,
                 query,

@@ -158,7 +158,7 @@ def _resource_call(fn: Callable[[Mimir], Any], what: str) -> Callable[[MimirMCPS
             data = fn(server.maintainer.mimir)
         except NotFoundError as exc:
             raise ResourceNotFoundError(str(exc)) from None
-        except (MimirError, NotImplementedError) as exc:
+        except MimirError as exc:
             raise ResourceError(f"{what}: {type(exc).__name__}: {exc}") from None
         # A resource may be attached to a prompt whole: cap it like a tool result (x2).
         return json.dumps(cap_data(data, 2 * MAX_DATA_CHARS), ensure_ascii=False, indent=1)

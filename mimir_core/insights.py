@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from .errors import InvalidInputError, short
-from .store import EXPERIENCE_COLUMNS, EXPERIENCES, LESSONS, row_experience, sql_in
+from .store import EXPERIENCES, LESSONS
 from .types import OUTCOMES, Experience, Lesson
 
 if TYPE_CHECKING:
@@ -243,22 +243,22 @@ def search_lessons(
     action or scope contains ``text`` (case-insensitive)."""
     if text is not None and not isinstance(text, str):
         raise InvalidInputError("text", f"must be a string; got {short(text)}")
-    found = m.list_lessons(status=status or None, limit=_int("limit", limit, 1, 10_000))
+    limit = _int("limit", limit, 1, 10_000)
     needle = (text or "").strip().lower()
     if not needle:
-        return found
+        return m.list_lessons(status=status or None, limit=limit)
+    every = m.list_lessons(status=status or None, limit=10_000)  # search all, then limit
     return [
         le
-        for le in found
+        for le in every
         if needle in f"{le.id}\n{le.rule}\n{le.trigger}\n{le.action}\n{le.scope}".lower()
-    ]
+    ][:limit]
 
 
 def _experiences(m: Mimir, ids: Sequence[str]) -> list[Experience]:
     if not ids:
         return []
-    rows = m.store.select(EXPERIENCES, sql_in("id", ids), EXPERIENCE_COLUMNS)
-    got = {r["id"]: row_experience(r) for r in rows}
+    got = {e.id: e for e in m._get_many(ids)}
     return [got[i] for i in ids if i in got]
 
 

@@ -85,9 +85,9 @@ def spool_dir(home: str | os.PathLike[str], store_uri: str | None = None) -> Pat
     default = home_path / "store"
     if not store_uri or _same_path(store_uri, default):
         return home_path / "spool" / "local"
-    import hashlib
+    from .lessons.sign import sha256_hex  # hooks call this: no OpenSSL import
 
-    digest = hashlib.sha256(store_uri.rstrip("/").encode("utf-8")).hexdigest()[:16]
+    digest = sha256_hex(store_uri.rstrip("/").encode("utf-8"))[:16]
     return home_path / "spool" / digest
 
 
@@ -255,9 +255,11 @@ def drain(
     with drain_lock(path, lock_timeout):
         if before is not None:
             before()
-        set_aside(path / PENDING, path / f"{BATCH_PREFIX}{time.time_ns()}-{os.getpid()}.jsonl")
+        fresh = path / f"{BATCH_PREFIX}{time.time_ns()}-{os.getpid()}.jsonl"
+        set_aside(path / PENDING, fresh)  # settles it
         for batch in sorted(p for p in path.iterdir() if p.name.startswith(BATCH_PREFIX)):
-            settle(batch)  # a batch left by a crashed drain may still have a writer in it
+            if batch != fresh:
+                settle(batch)  # left by a crashed drain: a writer may still be in it
             _drain_file(batch, path / REJECTED, ingest, is_invalid, chunk, report)
             os.unlink(batch)
             report.batches += 1

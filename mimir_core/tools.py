@@ -492,10 +492,9 @@ def call_tool(
     recorded experiences and as the actor of lesson changes. Raises :class:`MimirError`
     (:class:`InvalidInputError` naming the bad argument, :class:`NotFoundError`...).
     """
-    spec = get_tool(name)
-    args = validate_arguments(spec.name, spec.args, arguments)
+    args = parse_arguments(name, arguments)
     with _as_source(source):
-        out = spec.handler(mimir, args)
+        out = get_tool(name).handler(mimir, args)
     return ToolOutput(text=cap_text(out.text), data=cap_data(out.data))
 
 
@@ -510,8 +509,6 @@ def run_tool(
         return call_tool(mimir, name, arguments, source=source)
     except MimirError as exc:
         text = str(exc)
-    except NotImplementedError:
-        text = f"{name}: not available in this version of Mimir (NotImplementedError)"
     except Exception as exc:  # a bug, not a bad call: say what it was, keep the trace in the log
         log.exception("tool %s failed", name)
         text = f"{name}: internal error: {type(exc).__name__}: {exc}"

@@ -135,12 +135,7 @@ class Capture:
 
     def meta(self, session_id: str) -> dict[str, Any]:
         """The session's state: host, cwd, scope, current task, lessons injected."""
-        try:
-            with open(self.session_dir(session_id) / META, encoding="utf-8") as fh:
-                data = json.load(fh)
-            return data if isinstance(data, dict) else {}
-        except (OSError, ValueError):
-            return {}
+        return self.meta_at(self.session_dir(session_id))
 
     def _save_meta(self, session_id: str, meta: dict[str, Any]) -> None:
         _write_json(self.session_dir(session_id) / META, meta)

@@ -80,16 +80,10 @@ class Event:
 
 
 def sha256_hex(data: bytes) -> str:
-    """SHA-256 hex digest via the interpreter's built-in module (``hashlib`` loads OpenSSL,
-    which costs a hook process several milliseconds)."""
-    try:
-        from _sha2 import sha256  # type: ignore[import-not-found]  # Python >= 3.12
-    except ImportError:
-        try:
-            from _sha256 import sha256  # type: ignore[import-not-found,no-redef]
-        except ImportError:  # pragma: no cover - an interpreter built without them
-            from hashlib import sha256  # type: ignore[assignment]
-    return str(sha256(data).hexdigest())
+    """SHA-256 hex digest without loading OpenSSL (the lessons' builtin hash)."""
+    from ..lessons.sign import sha256_hex as builtin_sha256_hex
+
+    return builtin_sha256_hex(data)
 
 
 # -- noise: what a successful call of these tools tells is too little to keep -----------------

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -214,8 +213,3 @@ def topic_of(
             found[exp.id] = exp
     exps = sorted(found.values(), key=lambda e: (e.created_at, e.id))
     return cen, exps
-
-
-def utc(ts: float) -> datetime:
-    """An epoch timestamp as an aware UTC datetime."""
-    return datetime.fromtimestamp(ts, tz=timezone.utc)

@@ -39,6 +39,11 @@ def _sha256() -> Callable[..., Any]:
     return sha256  # type: ignore[no-any-return,unused-ignore]
 
 
+def sha256_hex(data: bytes) -> str:
+    """SHA-256 hex digest on the builtin hash (no OpenSSL import: see :func:`_sha256`)."""
+    return str(_sha256()(data).hexdigest())
+
+
 def hmac_sha256(key: bytes, message: bytes) -> str:
     """HMAC-SHA-256 (RFC 2104) as hex, on the builtin hash (equal to ``hmac.new``'s)."""
     sha256 = _sha256()

@@ -120,3 +120,14 @@ def test_learning_curve_reads_the_newest_readable_file(tmp_path: Path) -> None:
     curve = insights.learning_curve(tmp_path)
     assert curve is not None and curve.source == "learning-1.json"
     assert curve.arms == {"cold": [0.2, 0.4]} and curve.window == 10
+
+
+def test_search_lessons_finds_an_old_match_beyond_the_limit(hash_mimir: Mimir) -> None:
+    _seed(hash_mimir)  # les_a is the oldest lesson
+    newer = [
+        Lesson(id=f"les_n{i}", status="active", rule=f"Rule {i}", trigger=f"task {i}", kind="avoid")
+        for i in range(3)
+    ]
+    insert(hash_mimir, newer, actor="test", event="admitted")
+    assert [le.id for le in insights.search_lessons(hash_mimir, "alembic", limit=1)] == ["les_a"]
+    assert len(insights.search_lessons(hash_mimir, None, limit=2)) == 2

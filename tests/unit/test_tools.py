@@ -93,7 +93,7 @@ class _Broken:
         raise RuntimeError("disk on fire")
 
     def consolidate(self, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        raise ValueError("no lessons table")
 
 
 def test_run_tool_never_raises_and_names_the_cause(hash_mimir: Any) -> None:
@@ -108,7 +108,7 @@ def test_run_tool_never_raises_and_names_the_cause(hash_mimir: Any) -> None:
     out = run_tool(broken, "memory_stats", {})
     assert out.is_error and out.text == "memory_stats: internal error: RuntimeError: disk on fire"
     out = run_tool(broken, "consolidate", {})
-    assert out.is_error and "consolidate: not available" in out.text
+    assert out.is_error and out.text == "consolidate: internal error: ValueError: no lessons table"
     ok = run_tool(hash_mimir, "memory_stats", {}, source="mcp")
     assert not ok.is_error and ok.data["experiences"] == 0
 
