@@ -4,14 +4,20 @@
 
 Runs, interleaved round-robin so that machine load hits every variant alike, fresh processes of
 
-* ``bare``: ``python -c pass`` with the same interpreter (the floor every hook pays);
-* ``capture``: ``mimir hook claude-code`` on a ~1 KB successful ``Bash`` ``PostToolUse``, the
+* ``bare``: ``python -c pass`` with the same interpreter (the floor the issue compares against);
+* ``bare-S``: ``python -I -S -c pass``, the same interpreter without ``site`` (the floor of the
+  command ``mimir setup`` installs);
+* the hook exactly as ``mimir setup claude-code`` installs it (``python -I -S -c <bootstrap>
+  hook claude-code``, see ``mimir_integrations.setup_cmd.hook_launcher``) for:
+* ``capture``: the hook on a ~1 KB successful ``Bash`` ``PostToolUse``, the
   commonest event (normalise, redact, cap, one ``O_APPEND`` write to the session's steps);
 * ``capture-noise``: a successful ``Read`` (recognised as noise and skipped);
 * ``failure``: a ``PostToolUseFailure`` (the failure spooled at once, plus a lessons lookup for
   the error, answered as ``additionalContext`` when one matches);
 * ``inject``: ``mimir hook claude-code`` on a ``UserPromptSubmit`` whose prompt matches lessons in
   a signed digest of ``--lessons`` lessons (read, verify, match, render the fenced block);
+* ``inject-script``: the same through the ``mimir`` console script (``mimir hook claude-code``,
+  what the Claude Code plugin's ``hooks.json`` runs), for comparison;
 
 and reports wall-clock p50 / p95 and the median CPU time (user + system) of the process, which
 a busy machine inflates less than wall time. Targets: capture p50 within 2x of bare, inject and
@@ -24,6 +30,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -195,15 +202,24 @@ def _seed_digest(home: Path, n: int) -> None:
     write_digest(home, lessons, load_or_create_key(home))
 
 
+def installed_hook() -> list[str]:
+    """The hook command ``mimir setup claude-code`` writes into ``settings.json``."""
+    from mimir_integrations.setup_cmd import SetupEnv
+
+    return shlex.split(SetupEnv().hook_command("claude-code"))
+
+
 def _variants(home: Path) -> dict[str, tuple[list[str], bytes]]:
     p = _payloads()
-    hook = [MIMIR, "hook", "claude-code"]
+    hook = installed_hook()
     return {
         "bare": ([PY, "-c", "pass"], b""),
+        "bare-S": ([PY, "-I", "-S", "-c", "pass"], b""),
         "capture": (hook, p["s"]),
         "capture-noise": (hook, p["r"]),
         "failure": (hook, p["f"]),
         "inject": (hook, p["p"]),
+        "inject-script": ([MIMIR, "hook", "claude-code"], p["p"]),
     }
 
 
@@ -254,6 +270,10 @@ def measure(rounds: int, lessons: int) -> dict[str, Any]:
     result["capture_over_bare_cpu"] = round(
         result["capture"]["cpu_p50_ms"] / result["bare"]["cpu_p50_ms"], 2
     )
+    result["capture_over_bare_S"] = round(
+        result["capture"]["p50_ms"] / result["bare-S"]["p50_ms"], 2
+    )
+    result["hook_command"] = shlex.join(installed_hook())
     result["rounds"] = rounds
     result["lessons_in_digest"] = lessons
     result["inject_answered"] = b"additionalContext" in injected
@@ -280,12 +300,21 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"hook cost, {args.rounds} interleaved rounds ({args.lessons} lessons in digest)")
         print(f"{'variant':<15} {'p50 ms':>8} {'p95 ms':>8} {'CPU p50 ms':>11}")
-        for name in ("bare", "capture", "capture-noise", "failure", "inject"):
+        for name in (
+            "bare",
+            "bare-S",
+            "capture",
+            "capture-noise",
+            "failure",
+            "inject",
+            "inject-script",
+        ):
             r = res[name]
             print(f"{name:<15} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['cpu_p50_ms']:>11}")
         print(
             f"capture / bare = {res['capture_over_bare']}x wall, "
-            f"{res['capture_over_bare_cpu']}x CPU (target <= 2x); "
+            f"{res['capture_over_bare_cpu']}x CPU (target <= 2x), "
+            f"{res['capture_over_bare_S']}x over bare -I -S; "
             f"inject p50 {res['inject']['p50_ms']} ms (target <= 100); "
             f"targets met: {res['targets_met']}"
         )

@@ -39,8 +39,12 @@ from typing import Any
 
 from .learning_agents import Choice, Cold, Naive, Warm
 from .learning_env import FAMILIES, REPOS, Family, best_rate, rate, stream
+from .learning_mimir_learn import ARM as MIMIR_LEARN
+from .learning_mimir_learn import MimirLearnAgent, learn_python
+from .learning_mimir_learn import calibration as learn_calibration
 
 ARMS = ("cold", "naive", "warm")
+"""The default arms; ``mimir_learn`` (mimir-learn 0.1.5 in its side venv) is added on request."""
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -53,6 +57,8 @@ class Config:
     embedder: Any = "fastembed"
     """``fastembed`` (the real offline model), ``hash``, or an embedder object."""
     arms: tuple[str, ...] = ARMS
+    learn_python: Path | None = None
+    """The side venv's interpreter, for the ``mimir_learn`` arm."""
 
 
 FULL = Config(seeds=(0, 1, 2, 3, 4), tasks=400, consolidate_every=25, window=40)
@@ -89,10 +95,14 @@ def run_seed(seed: int, cfg: Config, workdir: Path, progress: bool) -> dict[str,
     """All three arms side by side on one seed's stream."""
     tasks = stream(seed, cfg.tasks)
     warm = Warm(seed + 2000, workdir / "warm", cfg.embedder, cfg.consolidate_every)
-    agents: dict[str, Cold | Naive | Warm] = {"cold": Cold(seed + 1000)}
+    agents: dict[str, Cold | Naive | Warm | MimirLearnAgent] = {"cold": Cold(seed + 1000)}
     if "naive" in cfg.arms:
         agents["naive"] = Naive(seed + 3000, workdir / "naive", cfg.embedder)
     agents["warm"] = warm
+    if MIMIR_LEARN in cfg.arms:
+        if cfg.learn_python is None:
+            raise ValueError("the mimir_learn arm needs Config.learn_python (the side venv)")
+        agents[MIMIR_LEARN] = MimirLearnAgent(seed + 4000, workdir / MIMIR_LEARN, cfg.learn_python)
     log: dict[str, list[dict[str, Any]]] = {a: [] for a in agents}
     history: dict[str, dict[tuple[str, str, str], list[bool]]] = {a: {} for a in agents}
     seconds = dict.fromkeys(agents, 0.0)
@@ -122,6 +132,9 @@ def run_seed(seed: int, cfg: Config, workdir: Path, progress: bool) -> dict[str,
             done = task.index + 1
             rates = " ".join(f"{a}={sum(r['success'] for r in log[a]) / done:.2f}" for a in agents)
             print(f"  seed {seed}: {done}/{cfg.tasks} tasks  {rates}", file=sys.stderr)
+    for agent in agents.values():
+        if isinstance(agent, MimirLearnAgent):
+            agent.close()
     return {
         "seed": seed,
         "log": log,
@@ -184,14 +197,25 @@ def lesson_verdicts(warm: Warm, n: int) -> list[dict[str, Any]]:
 
 
 def _calibration(pairs: list[tuple[float, bool, float]], bins: int = 10) -> dict[str, Any]:
-    """Recommend's confidence against what happened: ECE (two-sided, against observed success),
-    overconfidence (the one-sided part: a lower bound may undershoot, never overshoot), and
-    coverage (share of recommendations whose hidden rate is at least the stated confidence;
-    the contract of a 5% lower bound is >= 0.95)."""
+    """A stated probability (``pairs``: stated, succeeded, hidden rate) against what happened:
+    ECE (two-sided, against observed success, bins weighted by their count: the standard
+    definition), ``ece_vs_rate`` (the same against the hidden rate, free of the coin-flip noise
+    of observed outcomes), overconfidence (the one-sided part: a lower bound may undershoot,
+    never overshoot), coverage (share of picks whose hidden rate is at least the stated value;
+    a 5% lower bound promises >= 0.95) and ``bin_coverage`` (share of picks in bins whose
+    observed success is at least the stated value)."""
     if not pairs:
-        return {"n": 0, "ece": None, "overconfidence": None, "coverage": None, "bins": []}
+        return {
+            "n": 0,
+            "ece": None,
+            "ece_vs_rate": None,
+            "overconfidence": None,
+            "coverage": None,
+            "bin_coverage": None,
+            "bins": [],
+        }
     table = []
-    ece = over = 0.0
+    ece = ece_rate = over = covered = 0.0
     for b in range(bins):
         lo, hi = b / bins, (b + 1) / bins
         sel = [p for p in pairs if lo <= p[0] < hi or (b == bins - 1 and p[0] >= hi)]
@@ -199,16 +223,23 @@ def _calibration(pairs: list[tuple[float, bool, float]], bins: int = 10) -> dict
             continue
         pred = statistics.fmean(p[0] for p in sel)
         obs = statistics.fmean(float(p[1]) for p in sel)
+        hidden = statistics.fmean(p[2] for p in sel)
         w = len(sel) / len(pairs)
         ece += w * abs(obs - pred)
+        ece_rate += w * abs(hidden - pred)
         over += w * max(0.0, pred - obs)
-        table.append({"lo": lo, "hi": hi, "n": len(sel), "predicted": pred, "observed": obs})
+        covered += w * (obs >= pred)
+        table.append(
+            {"lo": lo, "hi": hi, "n": len(sel), "predicted": pred, "observed": obs, "rate": hidden}
+        )
     coverage = sum(p[2] >= p[0] for p in pairs) / len(pairs)
     return {
         "n": len(pairs),
         "ece": round(ece, 4),
+        "ece_vs_rate": round(ece_rate, 4),
         "overconfidence": round(over, 4),
         "coverage": round(coverage, 4),
+        "bin_coverage": round(covered, 4),
         "bins": [
             {k: round(v, 4) if isinstance(v, float) else v for k, v in b.items()} for b in table
         ],
@@ -255,7 +286,7 @@ def summarise(runs: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
                 for r in runs
             ]
         )
-        for other in ("cold", "naive")
+        for other in ("cold", "naive", MIMIR_LEARN)
         if other in cfg.arms
     }
     for v in lift.values():
@@ -312,8 +343,11 @@ def summarise(runs: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
         )
         if repeat_cold
         else None,
-        "calibration": _calibration(pairs),
-        "calibration_posterior_mean": _calibration(means),
+        # recommend's calibrated point estimate (expected_success) and, separately, its honest
+        # 5% lower bound (confidence): coverage and overconfidence
+        "calibration": _calibration(means),
+        "lower_bound": _calibration(pairs),
+        **({"calibration_mimir_learn": learn_calibration(runs)} if MIMIR_LEARN in cfg.arms else {}),
         "lessons": {
             "admitted": len(lessons),
             "helpful": sum(le["helps"] for le in lessons),
@@ -430,14 +464,15 @@ def table(res: dict[str, Any]) -> str:
             f"WARM-{other.upper()} lift {lift['mean']:+.3f} "
             f"(95% CI {lift['ci_low']:+.3f}..{lift['ci_high']:+.3f}): {verdict}"
         )
-    cal, les = f["calibration"], f["lessons"]
+    cal, low, les = f["calibration"], f["lower_bound"], f["lessons"]
     lines += [
         f"tasks until WARM beats COLD beyond noise: {f['tasks_until_warm_beats_cold']}",
         f"repeat-mistake ratio WARM/COLD: {f['repeat_mistake_ratio_warm_cold']} "
         f"(WARM choices {f['warm_choice_sources']}, repeats by source {f['warm_repeat_sources']})",
-        f"recommend calibration (n={cal['n']}): ECE {cal['ece']}, overconfidence "
-        f"{cal['overconfidence']}, lower-bound coverage {cal['coverage']}; "
-        f"posterior-mean ECE {f['calibration_posterior_mean']['ece']}",
+        f"recommend expected_success calibration (n={cal['n']}): ECE {cal['ece']} "
+        f"(vs hidden rate {cal['ece_vs_rate']}); confidence (5% lower bound): coverage "
+        f"{low['coverage']}, bin coverage {low['bin_coverage']}, overconfidence "
+        f"{low['overconfidence']}",
         f"lessons admitted {les['admitted']} ({les['by_kind']}), precision {les['precision']}, "
         f"active at end {les['active_at_end']} (stale {les['active_at_end_stale']})",
         "learning curve (success per window, mean over seeds):",
@@ -457,9 +492,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--embedder", default="fastembed", help="fastembed (default) or hash")
     ap.add_argument("--json", type=Path, help="where to save the results")
     ap.add_argument("--naive", action="store_true", help="with --quick: run the NAIVE arm too")
+    ap.add_argument(
+        "--with-mimir-learn",
+        action="store_true",
+        help="run the mimir_learn arm (mimir-learn 0.1.5), making its cached venv if missing "
+        "(full runs include it whenever the venv exists)",
+    )
+    ap.add_argument("--no-mimir-learn", action="store_true", help="leave the mimir_learn arm out")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     base = QUICK if args.quick else FULL
+    notes: list[str] = []
+    py = None
+    if not args.no_mimir_learn and (args.with_mimir_learn or not args.quick):
+        py = learn_python(create=args.with_mimir_learn)
+        if py is None:
+            notes.append(
+                "mimir_learn arm skipped: no mimir-learn 0.1.5 venv in ~/.cache/mimir-bench "
+                "(--with-mimir-learn makes it)"
+            )
+            print(notes[-1], file=sys.stderr)
     tasks = args.tasks or base.tasks
     cfg = Config(
         seeds=tuple(range(args.seeds)) if args.seeds else base.seeds,
@@ -467,9 +519,15 @@ def main(argv: list[str] | None = None) -> int:
         consolidate_every=args.consolidate_every or base.consolidate_every,
         window=base.window if tasks == base.tasks else max(10, tasks // 10),
         embedder=args.embedder,
-        arms=ARMS if args.naive else base.arms,
+        arms=(ARMS if args.naive else base.arms) + ((MIMIR_LEARN,) if py else ()),
+        learn_python=py,
     )
     res = run(cfg, progress=not args.quiet)
+    res["notes"] = notes
+    if py:
+        from .perf import LEARN_VERSION
+
+        res["config"]["mimir_learn_version"] = LEARN_VERSION
     path = args.json
     if path is None:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")

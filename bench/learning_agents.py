@@ -45,7 +45,7 @@ class Choice:
     confidence: float | None = None
     lesson_ids: list[str] = field(default_factory=list)
     posterior_mean: float | None = None
-    """For a recommended action: the mean of its Beta(0.5 + s, 0.5 + f) posterior."""
+    """For a recommended action: recommend's calibrated ``expected_success``."""
 
 
 class Cold:
@@ -139,7 +139,9 @@ class Warm:
     def choose(self, task: Task) -> Choice:
         m = self.handles[task.repo]
         cands = task.family.commands
-        lessons = m.lessons(task.text, k=5)
+        # This project's lessons and global ones (a lesson scoped to another repo is about that
+        # repo: the evidence behind it differs by repo).
+        lessons = m.lessons(task.text, k=5, scope=task.repo)
         served = [le.id for le in lessons]
         avoid = {le.action for le in lessons if le.kind == "avoid" and le.action in cands}
         prefer = [
@@ -178,8 +180,7 @@ class Warm:
             draw = self.rng.betavariate(0.5 + rec.successes, 0.5 + rec.failures)
             if untried and max(self.rng.betavariate(0.5, 0.5) for _ in untried) > draw:
                 return Choice(self.rng.choice(untried), "explore", None, served)
-            mean = (0.5 + rec.successes) / (1.0 + rec.successes + rec.failures)
-            return Choice(rec.action, "recommend", rec.confidence, served, mean)
+            return Choice(rec.action, "recommend", rec.confidence, served, rec.expected_success)
         return Choice(self.rng.choice(untried or allowed), "explore", None, served)
 
     def learn(self, task: Task, choice: Choice, success: bool) -> None:

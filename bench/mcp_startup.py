@@ -9,9 +9,14 @@ times the first byte of each answer. The store is a fresh home with a few record
 embedder, unless ``--hash``). Variants, interleaved round-robin because the machine is shared:
 
 * ``python -c pass``: the bare interpreter (the floor of any Python server);
-* ``import mcp.server.mcpserver``: the SDK's own import (the floor of any SDK server);
-* ``mimir-mcp``: this server (``python -m mimir_integrations.cli_mcp``);
-* ``mimir mcp``: the same through the full CLI.
+* ``import mcp``, ``import mcp.server.mcpserver``: the SDK's own import (the floor of any server
+  that answers with the SDK);
+* ``mimir-mcp``: this server (``python -m mimir_integrations.cli_mcp``), whose stdlib front
+  (``mimir_integrations.mcp_front``) answers ``initialize`` and ``tools/list`` from the SDK's
+  recorded answers while the SDK imports (the cache is warmed by one run before measuring);
+* ``mimir-mcp, no front``: the same with ``MIMIR_MCP_NO_FRONT=1``: the SDK answers everything
+  (what a first start on a new install, or after an upgrade, costs);
+* ``mimir mcp``: the front through the full CLI.
 
 For the servers it also times the first ``tools/call`` (a recall) sent right after the listing:
 that one waits for the store and the embedding model, which load in the background.
@@ -76,6 +81,7 @@ def time_plain(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
 
 
 def time_server(cmd: list[str], env: dict[str, str], cwd: str) -> dict[str, float]:
+    """Times of the first answers (ms from the process start) for one fresh server."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
@@ -132,20 +138,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     subprocess.run([PY, "-c", seed], env=env, check=True, cwd=tmp)
     mimir_bin = str(Path(PY).parent / "mimir")
-    variants: dict[str, tuple[str, list[str]]] = {
-        "python -c pass": ("plain", [PY, "-c", "pass"]),
-        "import mcp.server.mcpserver": ("plain", [PY, "-c", "import mcp.server.mcpserver"]),
-        "mimir-mcp": ("server", [PY, "-m", "mimir_integrations.cli_mcp", "--interval", "3600"]),
+    server = [PY, "-m", "mimir_integrations.cli_mcp", "--interval", "3600"]
+    no_front = dict(env, MIMIR_MCP_NO_FRONT="1")
+    variants: dict[str, tuple[str, list[str], dict[str, str]]] = {
+        "python -c pass": ("plain", [PY, "-c", "pass"], env),
+        "import mcp": ("plain", [PY, "-c", "import mcp"], env),
+        "import mcp.server.mcpserver": ("plain", [PY, "-c", "import mcp.server.mcpserver"], env),
+        "mimir-mcp": ("server", server, env),
+        "mimir-mcp, no front": ("server", server, no_front),
     }
     if Path(mimir_bin).exists():
-        variants["mimir mcp"] = ("server", [mimir_bin, "mcp", "--interval", "3600"])
+        variants["mimir mcp"] = ("server", [mimir_bin, "mcp", "--interval", "3600"], env)
+    time_server(server, env, str(tmp))  # records the SDK's answers for the front
     results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     for r in range(args.runs):
         names = list(variants)
         names = names[r % len(names) :] + names[: r % len(names)]
         for name in names:
-            kind, cmd = variants[name]
-            fn = time_plain(cmd, env) if kind == "plain" else time_server(cmd, env, str(tmp))
+            kind, cmd, run_env = variants[name]
+            fn = (
+                time_plain(cmd, run_env) if kind == "plain" else time_server(cmd, run_env, str(tmp))
+            )
             results[name].append(fn)
 
     summary: dict[str, dict[str, dict[str, float]]] = {}

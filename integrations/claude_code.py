@@ -88,7 +88,7 @@ def setup(env: SetupEnv) -> list[str]:
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise env.error(f"{path}: 'hooks' is not an object; fix it by hand first")
-    for event, entries in hooks_config(env.command("hook", "claude-code")).items():
+    for event, entries in hooks_config(env.hook_command("claude-code")).items():
         kept = [e for e in hooks.get(event) or [] if not _is_ours(e)]
         hooks[event] = [*kept, *entries]
     done = [env.write_json(path, settings, "hooks for " + ", ".join(EVENTS))]

@@ -22,6 +22,7 @@ COMMAND_MODULES: list[str] = [
     "mimir_integrations.cli_mcp",
     "mimir_integrations.cli_lessons",
     "mimir_integrations.ui.cli",
+    "mimir_integrations.cli_backup",
 ]
 
 Handler = Callable[["argparse.Namespace"], int]

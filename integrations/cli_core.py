@@ -47,6 +47,12 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=cmd_stats)
 
     p = sub.add_parser("doctor", parents=[common], help="check the installation and the store")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="back the store up, then repair what can be repaired (damaged tables, file modes, "
+        "an interrupted drain or reindex, missing indexes, fragmentation)",
+    )
     p.set_defaults(handler=cmd_doctor)
 
     p = sub.add_parser("reindex", parents=[common], help="re-embed everything")
@@ -133,8 +139,22 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from mimir_core.doctor import run_checks
+    from mimir_core.doctor import repair, run_checks
 
+    if args.repair:
+        report = repair(open_mimir(args))
+
+        def summary() -> str:
+            lines = [f"backed up to {report['backup']}"] if report["backup"] else []
+            lines += [f"repaired: {a}" for a in report["actions"]]
+            lines += [f"not repaired: {p}" for p in report["problems"]]
+            lines += [f"note: {n}" for n in report["notes"]]
+            if not report["actions"] and not report["problems"]:
+                lines.append("nothing to repair")
+            return "\n".join(lines)
+
+        emit(args, report, summary)
+        return 1 if report["problems"] else 0
     checks = run_checks(open_mimir(args))
     ok = all(c["ok"] for c in checks)
 

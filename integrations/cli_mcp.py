@@ -77,6 +77,22 @@ def _setup_logging(home: os.PathLike[str] | str, level: str) -> None:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Serve until the client hangs up (stdio) or the process is interrupted (HTTP)."""
+    front = None
+    if not args.http and os.environ.get("MIMIR_MCP_NO_FRONT", "").strip() in ("", "0"):
+        # Before any heavy import: answer the handshake and tools/list from the SDK's cached
+        # answers while the SDK (and pydantic) load.
+        from . import mcp_front
+
+        early_home = getattr(args, "home", None) or os.environ.get("MIMIR_HOME") or "~/.mimir"
+        front = mcp_front.start(os.path.expanduser(early_home))
+    try:
+        return _serve(args, front)
+    finally:
+        if front is not None:
+            front.close()
+
+
+def _serve(args: argparse.Namespace, front: Any) -> int:
     from pathlib import Path
 
     from mimir_core.settings import MimirSettings
@@ -113,6 +129,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
             serve_http(server, host=args.host, port=args.port, path=args.path, token=token)
         else:
+            if front is not None:
+                front.sdk_ready()
             server.run("stdio")
     finally:
         server.maintainer.stop(timeout=10.0)

@@ -101,7 +101,7 @@ def mcp_settings_path(env: SetupEnv) -> Path:
 
 def script(env: SetupEnv) -> str:
     """The hook script: one line calling ``mimir hook cline``."""
-    return f"#!/bin/sh\n{MARK}\nexec {env.command('hook', 'cline')}\n"
+    return f"#!/bin/sh\n{MARK}\nexec {env.hook_command('cline')}\n"
 
 
 def setup(env: SetupEnv) -> list[str]:

@@ -45,6 +45,26 @@ def _env_flag(name: str, default: bool) -> bool:
     return value.strip().lower() not in ("0", "false", "no", "off")
 
 
+def _user_patterns(home: Path) -> tuple[str, ...]:
+    """``MIMIR_REDACT_PATTERNS`` (a JSON list of regexes), so a user's own secrets are redacted
+    before they reach the spool. A bad value is logged and skipped: the hook never fails."""
+    raw = os.environ.get("MIMIR_REDACT_PATTERNS")
+    if not raw or not raw.strip():
+        return ()
+    import re  # only when the user set patterns: the hook's hot path stays lean
+
+    try:
+        patterns = json.loads(raw)
+        if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+            raise ValueError("expected a JSON list of strings")
+        for p in patterns:
+            re.compile(p)
+        return tuple(patterns)
+    except (ValueError, re.error) as exc:
+        log(home, f"ignoring MIMIR_REDACT_PATTERNS={raw[:80]!r}: {exc}")
+        return ()
+
+
 class HookContext:
     """What a host module needs: the capture, lessons for injection, logging, background jobs."""
 
@@ -52,7 +72,11 @@ class HookContext:
         self.home = home
         self.spool = spool.spool_dir(home, os.environ.get("MIMIR_STORE_URI") or None)
         self.scope = os.environ.get("MIMIR_SCOPE") or None
-        self.capture = Capture(self.spool, scope=self.scope if self.scope != "*" else None)
+        self.capture = Capture(
+            self.spool,
+            scope=self.scope if self.scope != "*" else None,
+            redact_patterns=_user_patterns(home),
+        )
         self.fingerprint = sha256_hex(raw)
 
     def claim(self, ev: Event) -> bool:
@@ -140,7 +164,7 @@ def log(home: Path, message: str) -> None:
             os.write(fd, line.encode("utf-8", "replace"))
         finally:
             os.close(fd)
-    except Exception:  # the log is the last resort: nowhere left to report to
+    except Exception:  # the log is the last resort; stderr stays silent (hosts may show it)
         pass
 
 

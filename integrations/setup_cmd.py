@@ -41,6 +41,46 @@ def mimir_executable() -> list[str]:
     return [sys.executable, "-m", "mimir_integrations.cli"]
 
 
+def hook_launcher(core_dir: Path | None = None, integrations_dir: Path | None = None) -> list[str]:
+    """How a host runs ``mimir hook``: this interpreter with ``-I -S`` and a one-line bootstrap.
+
+    A hook runs on every tool call, and ``site`` (site-packages, ``.pth`` files, an editable
+    install's import finder) costs a bare interpreter about 40 ms of its ~60. ``-S`` skips it;
+    ``-I`` keeps the host's working directory (the user's project, maybe with its own ``json.py``)
+    and ``PYTHON*`` variables out of the import path;
+    the bootstrap puts back only what the hook needs: the directories holding ``mimir_core`` and
+    ``mimir_integrations`` (appended, so the standard library still comes first), or, for an
+    editable install whose source folder is named differently (``integrations/``), the package
+    itself with that folder as its path. Falls back to :func:`mimir_executable` when the packages
+    are not plain directories (a zip, a frozen build).
+    """
+    import mimir_core
+    import mimir_integrations
+
+    try:
+        core = core_dir or Path(str(mimir_core.__file__)).resolve().parent
+        integ = integrations_dir or Path(str(mimir_integrations.__file__)).resolve().parent
+        ok = (core / "__init__.py").is_file() and (integ / "hooks.py").is_file()
+    except (OSError, TypeError):
+        ok = False
+    if not ok or core.name != "mimir_core":
+        return [*mimir_executable(), "hook"]
+    lit = json.dumps  # a Python string literal in double quotes: reads well inside '...'
+    roots = [str(core.parent)]
+    boot = "import sys"
+    if integ.name == "mimir_integrations":
+        roots += [str(integ.parent)] if str(integ.parent) not in roots else []
+    else:
+        boot += (
+            ';m=type(sys)("mimir_integrations")'
+            f";m.__path__=[{lit(str(integ))}];m.__file__={lit(str(integ / '__init__.py'))}"
+            ';sys.modules["mimir_integrations"]=m'
+        )
+    boot += "".join(f";sys.path.append({lit(r)})" for r in roots)
+    boot += ";from mimir_integrations.hooks import main;raise SystemExit(main(sys.argv[2:]))"
+    return [sys.executable, "-I", "-S", "-c", boot, "hook"]
+
+
 class SetupEnv:
     """The user's home, the Mimir home given with ``--home``, and the file helpers."""
 
@@ -58,6 +98,12 @@ class SetupEnv:
         """A shell command line running ``mimir <args>`` (with ``--home`` when one was given)."""
         home = ["--home", self.mimir_home] if self.mimir_home else []
         return shlex.join([*mimir_executable(), *args, *home])
+
+    def hook_command(self, host: str) -> str:
+        """The shell command a host runs for ``mimir hook <host>`` (see :func:`hook_launcher`);
+        it always contains ``hook <host>``, which is how uninstall recognises it."""
+        home = ["--home", self.mimir_home] if self.mimir_home else []
+        return shlex.join([*hook_launcher(), host, *home])
 
     def mcp_command(self) -> list[str]:
         """The MCP server's command (its home goes in the environment: see :meth:`env_args`)."""

@@ -11,8 +11,10 @@ honest confidence::
     m.recommend("execute the api test-suite")     # -> Recommendation(action='alembic ...', ...)
 
 Public names: :class:`Mimir`, :class:`Experience`, :class:`Lesson`, :class:`Hit`,
-:class:`Recommendation`, :class:`MimirError`. They load lazily so that light processes (hooks)
-can import submodules such as :mod:`mimir_core.redact` without pulling in LanceDB or pydantic.
+:class:`Recommendation`, :class:`MimirError`; backups: :func:`export_store`,
+:func:`import_store`, :func:`import_mimir_learn` and :class:`BackupError`. They load lazily so
+that light processes (hooks) can import submodules such as :mod:`mimir_core.redact` without
+pulling in LanceDB or pydantic.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
+    "BackupError",
     "Experience",
     "Hit",
     "Lesson",
@@ -29,6 +32,9 @@ __all__ = [
     "MimirError",
     "Recommendation",
     "__version__",
+    "export_store",
+    "import_mimir_learn",
+    "import_store",
 ]
 
 _LAZY = {
@@ -38,10 +44,16 @@ _LAZY = {
     "Hit": "mimir_core.types",
     "Recommendation": "mimir_core.types",
     "MimirError": "mimir_core.errors",
+    "BackupError": "mimir_core.errors",
+    "export_store": "mimir_core.backup",
+    "import_store": "mimir_core.backup",
+    "import_mimir_learn": "mimir_core.import_mimir_learn",
 }
 
 if TYPE_CHECKING:
-    from .errors import MimirError
+    from .backup import export_store, import_store
+    from .errors import BackupError, MimirError
+    from .import_mimir_learn import import_mimir_learn
     from .memory import Mimir
     from .types import Experience, Hit, Lesson, Recommendation
 

@@ -53,17 +53,35 @@ def beta_cdf(x: float, a: float, b: float) -> float:
 
 
 def beta_ppf(q: float, a: float, b: float) -> float:
-    """The q-quantile of Beta(a, b), by bisection (60 steps: exact to float precision)."""
+    """The q-quantile of Beta(a, b): Newton steps on the CDF, kept inside a shrinking bracket
+    (a bisection step whenever Newton would leave it). Converges in ~5-10 CDF evaluations
+    instead of the 60 of plain bisection, to within 1e-13 of the exact quantile."""
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"quantile must be in [0, 1], got {q}")
+    if a <= 0 or b <= 0:
+        raise ValueError(f"beta parameters must be positive, got a={a}, b={b}")
+    if q <= 0.0 or q >= 1.0:
+        return q
+    log_norm = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
     lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2.0
-        if beta_cdf(mid, a, b) < q:
-            lo = mid
+    x = a / (a + b)
+    for _ in range(200):
+        err = beta_cdf(x, a, b) - q
+        if err < 0:
+            lo = x
         else:
-            hi = mid
-    return (lo + hi) / 2.0
+            hi = x
+        if hi - lo < 1e-15 or abs(err) < 1e-15:
+            break
+        pdf = math.exp(log_norm + (a - 1.0) * math.log(x) + (b - 1.0) * math.log1p(-x))
+        step = x - err / pdf if pdf > 0 else -1.0
+        if not lo < step < hi or abs(step - x) < 1e-16:
+            step = (lo + hi) / 2.0  # Newton left the bracket (or stalled): bisect
+        if abs(step - x) < 1e-14 * max(x, 1e-300):
+            x = step
+            break
+        x = step
+    return x
 
 
 def jeffreys_lower_bound(successes: float, failures: float, q: float = 0.05) -> float:

@@ -23,11 +23,12 @@ import math
 import os
 import re
 import time
+from _operator import _compare_digest as compare_digest
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .lessons.sign import canonical, read_key, sign, verify
+from .lessons.sign import canonical, hmac_sha256, read_key, sign, verify
 from .text import query_terms
 
 DIGEST_VERSION = 1
@@ -42,8 +43,20 @@ MAX_ITEMS = 5
 #: Below this many characters of rule a clipped lesson is not worth showing.
 MIN_RULE_CHARS = 40
 
-_CONTROL = re.compile(
-    r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]"
+#: Control, line-separator, zero-width and bidi characters, each made a space (a table for
+#: ``str.translate``: compiling the equivalent regex class costs a hook process milliseconds).
+_CONTROL = dict.fromkeys(
+    [
+        *range(0x00, 0x09),
+        *range(0x0B, 0x20),
+        0x7F,
+        0x2028,
+        0x2029,
+        *range(0x200B, 0x2010),
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    ],
+    " ",
 )
 _SPACE = re.compile(r"\s+")
 
@@ -62,7 +75,7 @@ def neutralise(text: str) -> str:
     Angle brackets become look-alike guillemets, so neither ``</mimir-memory>`` nor any other tag
     (``<system>``, ``</system-reminder>``) can be spelled by a lesson.
     """
-    text = _CONTROL.sub(" ", str(text))
+    text = str(text).translate(_CONTROL)
     text = text.replace("<", "‹").replace(">", "›")
     return _SPACE.sub(" ", text).strip()
 
@@ -248,16 +261,33 @@ def read_digest(
     if raw_key is None:
         return None
     try:
-        data = json.loads(digest_path(home).read_bytes())
+        raw = digest_path(home).read_bytes()
+        data = json.loads(raw)
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("version") != DIGEST_VERSION:
         return None
     signature = data.pop("signature", "")
-    if not verify(raw_key, data, signature):
+    if not _verify_written(raw_key, raw, signature) and not verify(raw_key, data, signature):
         return None
     lessons = data.get("lessons")
     return [x for x in lessons if isinstance(x, dict)] if isinstance(lessons, list) else None
+
+
+def _verify_written(key: bytes, raw: bytes, signature: object) -> bool:
+    """Verify a digest as :func:`write_digest` wrote it without serialising it again.
+
+    The file is the canonical JSON of the signed body plus its ``signature`` member, so the body's
+    canonical bytes are the file without that member (a quote inside a string is escaped, so
+    ``,"signature":"`` can only be the top-level key). Anything else falls back to
+    :func:`verify` on the parsed body.
+    """
+    if not isinstance(signature, str) or not signature:
+        return False
+    member = b',"signature":' + json.dumps(signature).encode("utf-8")
+    if raw.count(member) != 1:
+        return False
+    return compare_digest(hmac_sha256(key, raw.replace(member, b"", 1)), signature)
 
 
 # -- matching ----------------------------------------------------------------------------------
@@ -289,11 +319,14 @@ def match(
     if not qterms:
         return []
     n = max(len(entries), 1)
-    df: dict[str, int] = {}
-    for e in entries:
+    postings: dict[str, list[int]] = {}  # keyword -> the entries that have it
+    for i, e in enumerate(entries):
         terms = set(e.get("keywords", [])) | set(e.get("topic_keywords", []))
         for t in terms | set(e.get("rule_keywords", [])):
-            df[t] = df.get(t, 0) + 1
+            postings.setdefault(t, []).append(i)
+    df = {t: len(ids) for t, ids in postings.items()}
+    # Only an entry sharing a keyword with the query can reach the weight floor: score those.
+    candidates = sorted({i for t in qterms for i in postings.get(t, ())})
     idents = set(query_terms(query)[0])
     weights: dict[str, float] = {}  # a hook matches every prompt: each term is weighed once
 
@@ -308,7 +341,8 @@ def match(
         return got
 
     scored: list[tuple[float, int, Mapping[str, Any]]] = []
-    for i, e in enumerate(entries):
+    for i in candidates:
+        e = entries[i]
         if scope is not None and e.get("scope") not in ("", scope):
             continue
         trig = list(dict.fromkeys(e.get("keywords", [])))

@@ -3,16 +3,35 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 import stat
 import sys
 import time
 from collections.abc import Callable
+from contextlib import suppress
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from . import spool
+from .errors import StoreError
+from .integrity import (
+    TABLE_SUFFIX,
+    backup,
+    loose_modes,
+    private,
+    read_meta,
+    repair_table,
+    restore_meta,
+    store_health,
+)
 
 if TYPE_CHECKING:
     from .memory import Mimir
 
 Check = dict[str, Any]
+#: Less free space than this on the home's disk is reported.
+LOW_DISK = 100 * 1024 * 1024
 
 EXTRAS = {
     "langchain": "langchain_core",
@@ -70,12 +89,61 @@ def run_checks(m: Mimir) -> list[Check]:
             f"installed: {', '.join(have) or 'none'}; not installed: {', '.join(missing) or 'none'}"
         )
 
+    def tables() -> str:
+        if "://" in m.store_uri:
+            return f"{m.store_uri}: object storage (file checks are for local stores)"
+        health = store_health(m.store_uri)
+        bad = [f"{h.name}: {'; '.join(h.problems[:2])}" for h in health if not h.ok]
+        if bad:
+            raise StoreError(f"damaged table(s): {' | '.join(bad)}; run: mimir doctor --repair")
+        return f"{len(health)} table(s) intact"
+
+    def files() -> str:
+        keys = m.home / "keys"
+        exposed = [
+            f"{p} ({stat.S_IMODE(p.stat().st_mode):o})"
+            for p in (m.home, keys, *(keys.iterdir() if keys.is_dir() else ()))
+            if p.exists() and stat.S_IMODE(p.stat().st_mode) & 0o077
+        ]
+        if exposed:
+            raise PermissionError(
+                f"readable by others: {', '.join(exposed)}; run: mimir doctor --repair"
+            )
+        count, _first = loose_modes(m.home)
+        inner = f"; {count} inner path(s) wider than 0600 (--repair tightens them)" if count else ""
+        return f"home and keys are private{inner}"
+
+    def disk() -> str:
+        dirs = {m.home}
+        if "://" not in m.store_uri and Path(m.store_uri).is_dir():
+            dirs.add(Path(m.store_uri))
+        for d in dirs:
+            probe = d / f".mimir-doctor-{os.getpid()}"
+            try:
+                probe.write_bytes(b"x" * 4096)
+            except OSError as exc:
+                raise StoreError(f"cannot write in {d}: {exc}") from exc
+            finally:
+                with suppress(OSError):
+                    probe.unlink()
+        free = shutil.disk_usage(m.home).free
+        if free < LOW_DISK:
+            raise StoreError(f"only {free / 1e6:.0f} MB free on the disk of {m.home}")
+        return f"writable, {free / 1e9:.1f} GB free"
+
+    def spool_check() -> str:
+        return _spool_detail(m.spool_dir)
+
     for name, fn in [
         ("python", python),
         ("home", home),
+        ("files", files),
+        ("disk", disk),
         ("embedder", embedder),
+        ("tables", tables),
         ("store", store),
         ("contents", contents),
+        ("spool", spool_check),
         ("extras", extras),
     ]:
         checks.append(_run(name, fn))
@@ -87,3 +155,146 @@ def _installed(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
+
+
+def _spool_counts(directory: Path) -> tuple[int, int, int]:
+    """(lines pending, batch files left by crashed drains, lines set aside) of a spool."""
+    pending = 0
+    with suppress(OSError), open(directory / spool.PENDING, "rb") as fh:
+        pending = sum(1 for line in fh if line.strip())
+    batches = 0
+    with suppress(OSError):
+        batches = sum(1 for p in directory.iterdir() if p.name.startswith(spool.BATCH_PREFIX))
+    return pending, batches, spool.rejected_count(directory)
+
+
+def _spool_detail(directory: Path) -> str:
+    pending, batches, rejected = _spool_counts(directory)
+    if batches:
+        raise StoreError(
+            f"{batches} batch file(s) left in {directory} by an interrupted drain; "
+            f"run: mimir ingest (or mimir doctor --repair)"
+        )
+    detail = f"{pending} line(s) waiting in {directory}"
+    if rejected:
+        detail += (
+            f"; {rejected} bad line(s) set aside in {directory / spool.REJECTED} "
+            f"(kept for inspection, never ingested)"
+        )
+    return detail
+
+
+def repair(m: Mimir) -> dict[str, Any]:
+    """Repair what can be repaired, after a backup; ``{"backup", "actions", "problems",
+    "notes"}``. Idempotent: a second run finds nothing to do (no backup, no actions).
+
+    Damaged tables are rolled back to their newest intact version (or their broken fragments
+    dropped, the rows lost counted); modes under the home are made private; tables left by an
+    interrupted reindex are restored and missing full-text indexes rebuilt (by opening the
+    store); records left in the spool, including batches of a crashed drain, are ingested;
+    fragmented tables are compacted and old versions cleaned. A store written by a newer schema
+    is left untouched. Lock files are not removed: they are ``flock`` locks, released by the
+    kernel when their process dies, so none is ever stale (removing one could let two writers
+    in at once).
+    """
+    from .store import EMBEDDED_TABLES, SCHEMA_VERSION, TABLES
+
+    report: dict[str, Any] = {"backup": None, "actions": [], "problems": [], "notes": []}
+    actions: list[str] = report["actions"]
+    local = "://" not in m.store_uri
+    store_dir = Path(m.store_uri)
+    spool_dir = m.spool_dir
+
+    def ensure_backup() -> None:
+        if report["backup"] is None:
+            paths = [p for p in (store_dir if local else None, spool_dir) if p is not None]
+            report["backup"] = str(backup(paths, m.home / "backups"))
+
+    if local and store_dir.is_dir():
+        try:
+            stored = int(read_meta(store_dir).get("schema_version", "0") or 0)
+        except Exception:
+            stored = 0  # a damaged meta table: repaired below
+        if stored > SCHEMA_VERSION:
+            report["problems"].append(
+                f"store {store_dir} has schema version {stored}, newer than this Mimir "
+                f"({SCHEMA_VERSION}): left untouched; upgrade mimir-lessons to open it"
+            )
+            return report
+    broken = [h for h in store_health(store_dir) if not h.ok] if local else []
+    loose, _first = loose_modes(m.home) if m.home.is_dir() else (0, [])
+    leftovers = [p.name for p in _table_dirs_named(store_dir, "__backup")] if local else []
+    no_fts = _missing_fts(store_dir, EMBEDDED_TABLES) if local else []
+    if broken or loose or leftovers or no_fts:
+        ensure_backup()
+    for h in broken:
+        try:
+            actions.extend(repair_table(h.path, Path(report["backup"])))
+        except StoreError as exc:
+            report["problems"].append(str(exc))
+    if local and broken:
+        restored = restore_meta(store_dir)
+        if restored:
+            actions.append(restored)
+    if report["problems"]:
+        return report
+    try:
+        store = m.store
+    except Exception as exc:
+        report["problems"].append(str(exc))
+        return report
+    actions.extend(f"restored table {n} left by an interrupted reindex" for n in leftovers)
+    actions.extend(f"rebuilt the full-text index of table {n}" for n in no_fts)
+    pending, batches, rejected = _spool_counts(spool_dir)
+    if pending or batches:
+        ensure_backup()
+        drained = m.ingest()
+        actions.append(
+            f"ingested {drained.ingested} record(s) from the spool"
+            + (f" ({batches} batch file(s) of an interrupted drain)" if batches else "")
+            + (f"; set aside {drained.rejected} bad line(s)" if drained.rejected else "")
+        )
+    fragmented = [n for n in TABLES if store.fragments(n) > 1]
+    if fragmented:
+        ensure_backup()
+        for name in fragmented:
+            store.optimize(name)
+        actions.append(f"compacted {', '.join(fragmented)} and cleaned old versions")
+    if loose or report["backup"]:  # last: the writes above made new files
+        changed = private(m.home)
+        if changed:
+            actions.append(f"made {changed} path(s) under {m.home} private (0700/0600)")
+    rejected = spool.rejected_count(spool_dir)
+    if rejected:
+        report["notes"].append(
+            f"{rejected} bad spool line(s) set aside in {spool_dir / spool.REJECTED} "
+            f"(not valid records; kept for inspection)"
+        )
+    if not local:
+        report["notes"].append("object storage: table file checks and repairs are local only")
+    return report
+
+
+def _table_dirs_named(store_dir: Path, suffix: str) -> list[Path]:
+    try:
+        return sorted(store_dir.glob(f"*{suffix}{TABLE_SUFFIX}"))
+    except OSError:
+        return []
+
+
+def _missing_fts(store_dir: Path, names: tuple[str, ...]) -> list[str]:
+    """Tables of a local store (among ``names``) that have no full-text index."""
+    import lance
+
+    missing = []
+    for name in names:
+        path = store_dir / f"{name}{TABLE_SUFFIX}"
+        if not path.is_dir():
+            continue
+        try:
+            indices = lance.dataset(str(path)).list_indices()
+        except Exception:
+            continue  # damaged: reported by the table check
+        if not any(i.get("type") == "Inverted" for i in indices):
+            missing.append(name)
+    return missing

@@ -48,6 +48,11 @@ class EmbedderMismatchError(StoreError):
     """The store's vectors come from another embedding model than the active one."""
 
 
+class BackupError(MimirError):
+    """An export file cannot be written, or an import file is unreadable, truncated, corrupt or
+    of a newer format; the message names the file and the line."""
+
+
 class EmbedderUnavailableError(MimirError):
     """The configured embedder cannot be loaded (missing package or model files)."""
 

@@ -96,7 +96,7 @@ class Mimir(LessonsMixin):
         self.storage_options = dict(storage_options or (s.storage_options if s else {}) or {})
         self.scope = scope if scope is not None else (s.scope if s else None)
         self.half_life_days = half_life_days or (s.half_life_days if s else None)
-        self.redact_patterns = tuple(redact_patterns)
+        self.redact_patterns = tuple(redact_patterns or (s.redact_patterns if s else ()))
         self._embedder_spec: Embedder | str = embedder or (s.embedder if s else "fastembed")
         self._embedder: CachedEmbedder | None = None
         self._store: Store | None = None
@@ -229,10 +229,15 @@ class Mimir(LessonsMixin):
         anything is written: one bad item raises and stores nothing.
         """
         exps: list[Experience] = []
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+            raise InvalidInputError("items", f"must be a list of mappings; got {short(items)}")
         for i, item in enumerate(items):
-            data = item.model_dump() if isinstance(item, Experience) else dict(item)
             if not isinstance(item, (Mapping, Experience)):
                 raise InvalidInputError(f"items[{i}]", "must be a mapping of record() arguments")
+            data = item.model_dump() if isinstance(item, Experience) else dict(item)
+            for required in ("task", "action", "outcome"):
+                if required not in data:
+                    raise InvalidInputError(f"items[{i}].{required}", "is required")
             if isinstance(item, Experience):
                 data["idempotency_key"] = data.get("idempotency_key") or item.id
             unknown = set(data) - _RECORD_FIELDS - _EXPERIENCE_ONLY
@@ -289,7 +294,7 @@ class Mimir(LessonsMixin):
         Forgetting a lesson with ``with_experiences=True`` also removes the experiences it was
         learned from; forgetting an experience also removes the lessons whose wording quotes it.
         """
-        from .lessons.lifecycle import forget_lesson, lessons_quoting, scrub_audit
+        from .lessons.lifecycle import forget_lesson, lessons_quoting, refresh_digest, scrub_audit
 
         _check_text("id", ident)
         where = f"id = {sql_str(ident)}"
@@ -303,12 +308,19 @@ class Mimir(LessonsMixin):
             forget_lesson(self, ident, with_experiences=with_experiences)
             return
         quoting = lessons_quoting(self, ident)
+        forgotten = self._get_many([ident])
         store.delete(table, where)
         store.purge(table)
+        from .capture.episodes import scrub_sessions
+
+        for e in forgotten:  # the hook's session state may still hold the steps it came from
+            scrub_sessions(self.spool_dir, [e.action, e.reason or ""])
         scrub_audit(self, [ident])
         self.audit("api", ident, "forgotten", {"table": table})
         for lesson_id in quoting:  # their wording quotes the forgotten text
             forget_lesson(self, lesson_id, with_experiences=False, actor="mimir")
+        if not quoting:  # the digest's topic keywords come from the lessons' evidence texts
+            refresh_digest(self)
 
     def audit(self, actor: str, subject_id: str, event: str, detail: Mapping[str, Any]) -> None:
         """Append an entry to the audit log."""
@@ -332,7 +344,7 @@ class Mimir(LessonsMixin):
 
     def get(self, ident: str) -> Experience:
         """The experience with this id (:class:`NotFoundError` if none)."""
-        found = self._get_many([ident])
+        found = self._get_many([_check_text("id", ident)])
         if not found:
             raise NotFoundError("experience", ident)
         return found[0]
@@ -376,10 +388,9 @@ class Mimir(LessonsMixin):
             clauses.append(f"created_at >= {normalize_time('since', since).timestamp()!r}")
         if not include_superseded:
             clauses.append("superseded_by IS NULL")
-        qvec = self.embedder.embed_one(query)
         hits = _recall(
             self.store,
-            qvec,
+            lambda: self.embedder.embed_one(query),  # embedded while full-text search runs
             query,
             k,
             where=" AND ".join(clauses) or None,

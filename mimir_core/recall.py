@@ -12,17 +12,46 @@ returns nothing when nothing is relevant. Weights were tuned on ``bench/data/ret
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .store import EXPERIENCE_COLUMNS, EXPERIENCES, Store, row_experience
-from .text import query_terms, word_set
+from .text import query_terms, unfts_text, word_set
 from .types import Hit
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
     import numpy.typing as npt
+
+#: What a candidate needs to be scored: its searchable text (task, action, reason and context
+#: values, one column) and the fields ranking uses. LanceDB decodes a whole encoded block per row
+#: and column it returns (each column of ~20 candidates cost ~0.5 ms at 100k rows), so the 16
+#: columns of a full row are read only for the ``k`` hits returned, by row id.
+SCORE_COLUMNS = ["id", "_rowid", "text", "scope", "created_at"]
+
+_POOL: Any = None
+
+
+def _forget_pool() -> None:
+    global _POOL
+    _POOL = None  # a forked child has none of its parent's threads
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _background(fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` on a recall helper thread (a future)."""
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mimir-recall")
+    return _POOL.submit(fn)
 
 
 @dataclass(frozen=True)
@@ -62,6 +91,13 @@ def decay_factor(created_at: float, now: float, half_life_days: float | None) ->
     return math.pow(0.5, age_days / half_life_days)
 
 
+def text_candidates(store: Store, query: str, *, where: str | None, limit: int) -> list[Any]:
+    """Full-text (BM25) candidates, with the columns scoring needs and their task vectors."""
+    return store.text_search(
+        EXPERIENCES, query, where=where, limit=limit, columns=[*SCORE_COLUMNS, "vector"]
+    )
+
+
 def gather(
     store: Store,
     qvec: npt.NDArray[np.float32],
@@ -69,17 +105,21 @@ def gather(
     *,
     where: str | None,
     limit: int,
+    text_rows: list[dict[str, Any]] | None = None,
 ) -> list[Candidate]:
-    """Union of vector and full-text candidates, each with its cosine similarity."""
+    """Union of vector and full-text candidates, each with its cosine similarity.
+
+    ``text_rows``: the full-text candidates when already fetched (:func:`text_candidates`)."""
     import numpy as np
 
-    cols = EXPERIENCE_COLUMNS  # the FTS text column is not needed to score
     found: dict[str, Candidate] = {}
-    for row in store.vector_search(EXPERIENCES, qvec, where=where, limit=limit, columns=cols):
-        found[row["id"]] = Candidate(row, 1.0 - float(row["_distance"]))
-    for row in store.text_search(
-        EXPERIENCES, query, where=where, limit=limit, columns=[*cols, "vector"]
+    for row in store.vector_search(
+        EXPERIENCES, qvec, where=where, limit=limit, columns=SCORE_COLUMNS
     ):
+        found[row["id"]] = Candidate(row, 1.0 - float(row["_distance"]))
+    if text_rows is None:
+        text_rows = text_candidates(store, query, where=where, limit=limit)
+    for row in text_rows:
         if row["id"] not in found:
             vec = np.asarray(row["vector"], dtype=np.float32)
             found[row["id"]] = Candidate(row, float(vec @ qvec))
@@ -93,10 +133,7 @@ def score_candidates(
     idents, words = query_terms(query)
     kept: list[tuple[float, Candidate]] = []
     for cand in cands:
-        row = cand.row
-        text = " ".join(
-            str(row.get(col) or "") for col in ("task", "action", "reason", "context")
-        ).lower()
+        text = unfts_text(str(cand.row.get("text") or "")).lower()
         matched_idents = [i for i in idents if i in text]
         doc_words = word_set(text)
         matched_words = [w for w in words if w in doc_words]
@@ -129,7 +166,7 @@ def explain(cand: Candidate) -> str:
 
 def recall(
     store: Store,
-    qvec: npt.NDArray[np.float32],
+    qvec: npt.NDArray[np.float32] | Callable[[], npt.NDArray[np.float32]],
     query: str,
     k: int,
     *,
@@ -139,9 +176,20 @@ def recall(
     now: datetime,
     tuning: RecallTuning = DEFAULT_TUNING,
 ) -> list[Hit]:
-    """The top ``k`` relevant experiences for ``query`` (possibly none)."""
+    """The top ``k`` relevant experiences for ``query`` (possibly none).
+
+    ``qvec`` is the query's vector, or a function computing it: then the full-text search runs
+    on a helper thread meanwhile (the embedding model and LanceDB both release the GIL)."""
     limit = max(tuning.candidates, 4 * k)
-    cands = gather(store, qvec, query, where=where, limit=limit)
+    if callable(qvec):
+        pending = _background(lambda: text_candidates(store, query, where=where, limit=limit))
+        try:
+            vec = qvec()
+        finally:
+            text_rows: list[dict[str, Any]] = pending.result()
+        cands = gather(store, vec, query, where=where, limit=limit, text_rows=text_rows)
+    else:
+        cands = gather(store, qvec, query, where=where, limit=limit)
     ts_now = now.timestamp()
     ranked: list[tuple[float, Candidate]] = []
     for score, cand in score_candidates(cands, query, tuning):
@@ -150,13 +198,25 @@ def recall(
             score *= tuning.other_scope_factor
         ranked.append((score, cand))
     ranked.sort(key=lambda sc: (-sc[0], sc[1].row["id"]))
+    top = ranked[:k]
+    ids = [c.row["id"] for _s, c in top]
+    row_ids = [c.row.get("_rowid") for _s, c in top]
+    versions = {c.row.get("_version") for _s, c in top}
+    version = versions.pop() if len(versions) == 1 else None
+    if version is None or None in row_ids:  # candidates read at different versions
+        got = store.rows_by_id(EXPERIENCES, ids, EXPERIENCE_COLUMNS)
+    else:
+        rids = [int(r) for r in row_ids if r is not None]
+        got = store.rows_by_id(EXPERIENCES, ids, EXPERIENCE_COLUMNS, rids, int(version))
+    full = {r["id"]: r for r in got}
     return [
         Hit(
-            experience=row_experience(c.row),
+            experience=row_experience(full[c.row["id"]]),
             score=round(s, 6),
             similarity=round(c.similarity, 6),
             matched_terms=list(c.matched),
             why=explain(c),
         )
-        for s, c in ranked[:k]
+        for s, c in top
+        if c.row["id"] in full  # forgotten since the search: gone
     ]

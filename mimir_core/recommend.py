@@ -8,8 +8,18 @@
   ``alembic upgrade head && pytest tests/x``, however close their embeddings).
 * Confidence is the 5% lower bound of Beta(0.5 + s, 0.5 + f) (Jeffreys prior), where a partial
   outcome counts by its score. Relevance and recency decay weight which action *wins*;
-  ``explore=True`` draws the winner by Thompson sampling instead.
+  ``explore=True`` draws the winner by Thompson sampling instead (other projects' evidence
+  worth at most :attr:`RecommendTuning.prior_strength` observations in the draw).
+* ``expected_success`` is the calibrated point estimate: the posterior mean from a prior at
+  the topic's base rate (every action tried on it), where this project's evidence counts in
+  full, other projects' at most as :attr:`RecommendTuning.prior_strength` pseudo-observations
+  (the same fix may not work here), and an action's older outcomes fade once newer ones of it
+  arrive (:attr:`RecommendTuning.recent_half_life`), so drift shows.
 * An action that has only ever failed is never recommended; ``None`` without on-topic evidence.
+  With a project scope, "only ever failed" is judged on that project's evidence, including
+  failed attempts phrased differently enough to fall below the topic threshold (down to
+  :attr:`RecommendTuning.failure_threshold`): a fix that failed here and never worked here is
+  not recommended here again, however well it did elsewhere, unless it since worked here.
 """
 
 from __future__ import annotations
@@ -45,6 +55,17 @@ class RecommendTuning:
     candidates: int = 100
     """Nearest experiences considered (each on-topic one costs a Beta quantile or two)."""
     quantile: float = 0.05
+    failure_threshold: float = 0.30
+    """Task cosine down to which this project's failed attempts of an action count against it
+    (paraphrases of a task often sit below :attr:`topic_threshold`)."""
+    base_strength: float = 2.0
+    """How many pseudo-observations the topic's base rate is worth in ``expected_success`` (a
+    single success says less about an action than the uniform prior would have it)."""
+    prior_strength: float = 2.0
+    """How many pseudo-observations other projects' evidence is worth in ``expected_success``."""
+    recent_half_life: float = 8.0
+    """In ``expected_success``, an outcome's weight halves with every this many newer outcomes
+    of the same action (clock-free recency: stale evidence fades once fresh evidence exists)."""
 
 
 DEFAULT_TUNING = RecommendTuning()
@@ -108,17 +129,7 @@ def cluster_actions(
         vec = np.asarray(row["action_vector"], dtype=np.float32)
         key = normalise_action(row["action"])
         sig = command_signature(row["action"])
-        home = None
-        best = threshold
-        for cl in clusters:
-            if cl.key == key:
-                home = cl
-                break
-            if sig is not None and cl.sig is not None and cl.sig != sig:
-                continue  # two different commands, however close their embeddings
-            sim = float(cl.vector @ vec)
-            if sim >= best:
-                best, home = sim, cl
+        home = find_cluster(clusters, key, sig, vec, threshold)
         if home is None:
             home = ActionCluster(vector=vec, key=key, sig=sig)
             clusters.append(home)
@@ -127,6 +138,128 @@ def cluster_actions(
         home.rows.append(row)
         home.weights.append(w)
     return clusters
+
+
+def find_cluster(
+    clusters: list[ActionCluster],
+    key: str,
+    sig: str | None,
+    vec: npt.NDArray[np.float32],
+    threshold: float,
+) -> ActionCluster | None:
+    """The cluster an action belongs to (same normalised text, else the closest by embedding
+    at or above ``threshold`` among clusters of a compatible command signature), or ``None``."""
+    home = None
+    best = threshold
+    for cl in clusters:
+        if cl.key == key:
+            return cl
+        if sig is not None and cl.sig is not None and cl.sig != sig:
+            continue  # two different commands, however close their embeddings
+        sim = float(cl.vector @ vec)
+        if sim >= best:
+            best, home = sim, cl
+    return home
+
+
+def scoped_counts(
+    cl: ActionCluster, prefer_scope: str | None, tuning: RecommendTuning = DEFAULT_TUNING
+) -> tuple[float, float]:
+    """Relevance-weighted (successes, failures) of an action for Thompson sampling: this
+    project's evidence in full, other projects' worth at most ``tuning.prior_strength``
+    observations (the same fix may not work here). Without a project scope: all of it."""
+    here = [0.0, 0.0]
+    other = [0.0, 0.0]
+    for row, w in zip(cl.rows, cl.weights, strict=True):
+        mine = prefer_scope is None or (row.get("scope") or "") == prefer_scope
+        tally = here if mine else other
+        score = float(row["score"])
+        tally[0] += w * score
+        tally[1] += w * (1.0 - score)
+    n_other = other[0] + other[1]
+    scale = min(1.0, tuning.prior_strength / n_other) if n_other > 0 else 0.0
+    return here[0] + scale * other[0], here[1] + scale * other[1]
+
+
+def base_rate(rows: list[dict[str, Any]]) -> float:
+    """The success rate of every on-topic attempt, whatever the action (Jeffreys-smoothed):
+    what an action of this topic achieves before anything is known about it."""
+    s = sum(float(r["score"]) for r in rows)
+    return (0.5 + s) / (1.0 + len(rows))
+
+
+def expected_success(
+    cl: ActionCluster,
+    prefer_scope: str | None,
+    prior: float = 0.5,
+    tuning: RecommendTuning = DEFAULT_TUNING,
+) -> float:
+    """The calibrated point estimate of an action's success rate (see the module docstring):
+    the posterior mean from a prior at the topic's base rate ``prior`` (worth
+    ``tuning.base_strength`` observations), other projects' evidence (worth at most
+    ``tuning.prior_strength``) and this project's recency-weighted evidence."""
+    order = sorted(cl.rows, key=lambda r: float(r["created_at"]), reverse=True)
+    here = [0.0, 0.0, 0.0]  # successes, failures, newer outcomes seen so far
+    other = [0.0, 0.0, 0.0]
+    for row in order:
+        mine = prefer_scope is None or (row.get("scope") or "") == prefer_scope
+        tally = here if mine else other  # recency within each side: drift is per project
+        half = tuning.recent_half_life
+        w = 0.5 ** (tally[2] / half) if half > 0 else 1.0
+        score = float(row["score"])
+        tally[0] += w * score
+        tally[1] += w * (1.0 - score)
+        tally[2] += 1.0
+    n_other = other[0] + other[1]
+    scale = min(1.0, tuning.prior_strength / n_other) if n_other > 0 else 0.0
+    s, f = here[0] + scale * other[0], here[1] + scale * other[1]
+    k = tuning.base_strength
+    return (k * prior + s) / (k + s + f)
+
+
+def _failed_here(
+    clusters: list[ActionCluster],
+    rows: list[dict[str, Any]],
+    prefer_scope: str | None,
+    floor: float,
+    tuning: RecommendTuning,
+) -> tuple[set[int], list[ActionCluster]]:
+    """(ids of the clusters that only ever failed in this project, clusters of this project's
+    failed actions found only below the topic floor).
+
+    Looks at this project's attempts (every attempt without a project scope) down to
+    ``tuning.failure_threshold``: a paraphrase of a failed task counts against the action."""
+    import numpy as np
+
+    tally: dict[int, list[float]] = {}
+    loose: list[ActionCluster] = []
+    for row in sorted(rows, key=lambda r: float(r["created_at"])):
+        sim = 1.0 - float(row["_distance"])
+        if sim < min(tuning.failure_threshold, floor):
+            continue
+        if prefer_scope is not None and (row.get("scope") or "") != prefer_scope:
+            continue
+        vec = np.asarray(row["action_vector"], dtype=np.float32)
+        key = normalise_action(row["action"])
+        sig = command_signature(row["action"])
+        home = find_cluster(clusters, key, sig, vec, tuning.action_threshold)
+        score = float(row["score"])
+        if home is not None:
+            t = tally.setdefault(id(home), [0.0, 0.0])
+            t[0] += score
+            t[1] += 1.0 - score
+            continue
+        if sim >= floor:
+            continue  # on topic, but not clustered (cannot happen): nothing to say
+        lone = find_cluster(loose, key, sig, vec, tuning.action_threshold)
+        if lone is None:
+            lone = ActionCluster(vector=vec, key=key, sig=sig)
+            loose.append(lone)
+        lone.rows.append(row)
+        lone.weights.append(0.0)
+    only_failed = {cid for cid, (s, f) in tally.items() if s <= 1e-9 and f > 0}
+    loose = [cl for cl in loose if cl.counts(weighted=False)[0] <= 1e-9]
+    return only_failed, loose
 
 
 #: Options ranked exactly (the winner and the first alternatives); the rest by an upper bound.
@@ -194,9 +327,10 @@ def recommend(
     if not on_topic:
         return None
     clusters = cluster_actions(on_topic, weights, tuning.action_threshold)
+    failed_here, loose = _failed_here(clusters, rows, prefer_scope, floor, tuning)
     options: list[tuple[float, ActionCluster, Alternative]] = []
     bounded: list[tuple[float, ActionCluster, Alternative]] = []
-    for cl in clusters:
+    for cl in clusters + loose:
         s, f = cl.counts(weighted=False)
         alt = Alternative(
             action=cl.label(),
@@ -206,23 +340,26 @@ def recommend(
             evidence_ids=[r["id"] for r in cl.rows],
             variants=sorted({r["action"] for r in cl.rows}),
         )
-        if s <= 1e-9:
-            options.append((-1.0, cl, alt))  # only ever failed: listed, never chosen
+        if s <= 1e-9 or id(cl) in failed_here:
+            options.append((-1.0, cl, alt))  # only ever failed (here): listed, never chosen
         elif explore:
-            sw, fw = cl.counts(weighted=True)
+            sw, fw = scoped_counts(cl, prefer_scope, tuning)
             options.append((float(rng.beta(0.5 + sw, 0.5 + fw)), cl, alt))
         else:  # an upper bound of the rank: the bound falls with failures, rises with successes
             sw_up = math.ceil(cl.counts(weighted=True)[0] * 32.0) / 32.0  # on a grid: memoised
             bounded.append((_lower_bound(sw_up, 0.0, tuning.quantile), cl, alt))
     options += _exact_head(bounded, tuning.quantile)
     options.sort(key=lambda o: (-o[0], -o[2].successes, o[2].action))
-    rank, _cl, best = options[0]
+    rank, best_cl, best = options[0]
     if rank < 0:
         return None
     return Recommendation(
         task=task,
         action=best.action,
         confidence=best.confidence,
+        expected_success=round(
+            expected_success(best_cl, prefer_scope, base_rate(on_topic), tuning), 6
+        ),
         successes=best.successes,
         failures=best.failures,
         evidence_ids=best.evidence_ids,

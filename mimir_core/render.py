@@ -45,7 +45,13 @@ def render_recommendation(rec: Recommendation | None, task: str) -> str:
         return f"No recommendation for {task!r}: no on-topic evidence of an action that worked."
     lines = [
         f"Recommended: {rec.action}",
-        f"  confidence {rec.confidence:.2f} (95% lower bound) from {rec.successes:g} success(es), "
+        f"  confidence {rec.confidence:.2f} (95% lower bound)"
+        + (
+            f", expected success {rec.expected_success:.2f}"
+            if rec.expected_success is not None
+            else ""
+        )
+        + f" from {rec.successes:g} success(es), "
         f"{rec.failures:g} failure(s){' · explored' if rec.explored else ''}",
         f"  evidence: {', '.join(rec.evidence_ids[:8])}"
         + (" …" if len(rec.evidence_ids) > 8 else ""),

@@ -7,10 +7,11 @@ the environment themselves (except :class:`~mimir_core.memory.Mimir` filling arg
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -50,4 +51,19 @@ class MimirSettings(BaseSettings):
     """At most this many LLM tokens (input + output) per consolidation run."""
     half_life_days: float | None = None
     """Optional recency decay of recall and recommend evidence."""
+    redact_patterns: list[str] = Field(default_factory=list)
+    """Extra secret patterns (regexes, as a JSON list) redacted like the built-in ones."""
+
+    @field_validator("redact_patterns")
+    @classmethod
+    def _compile_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"redact_patterns: {pattern!r} is not a valid regex: {exc}"
+                ) from exc
+        return value
+
     log_level: str = "WARNING"

@@ -98,7 +98,20 @@ def _same_path(uri: str, path: Path) -> bool:
 
 
 def _ensure_dir(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create ``path`` and its missing parents, each 0700 (``mkdir(parents=True)`` would give
+    the parents the umask's default mode, e.g. 0755)."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+
+
+ensure_private_dir = _ensure_dir
 
 
 # -- writing (the hook side) -----------------------------------------------------------------
@@ -190,6 +203,36 @@ def set_aside(path: Path, target: Path) -> bool:
     except FileNotFoundError:
         pass
     return False
+
+
+def rewrite(path: Path, keep: Callable[[bytes], bool]) -> int:
+    """Drop the lines of ``path`` for which ``keep`` is false; returns how many were dropped.
+
+    Writers are excluded the way :func:`settle` excludes them: the old file is locked while the
+    filtered copy replaces it, so a writer waiting on it re-checks the name and appends to the new
+    file (see :func:`append_bytes`); no concurrent line is lost."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return 0
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            lines = f.read().splitlines(keepends=True)
+        kept = [line for line in lines if keep(line)]
+        if len(kept) == len(lines):
+            return 0
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.rewrite")
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(out, b"".join(kept))
+            os.fsync(out)
+        finally:
+            os.close(out)
+        os.replace(tmp, path)
+        return len(lines) - len(kept)
+    finally:
+        os.close(fd)
 
 
 def settle(path: Path) -> None:

@@ -72,7 +72,9 @@ CLEANUP_AFTER = timedelta(minutes=5)
 
 
 def sql_str(value: str) -> str:
-    """A SQL string literal (single quotes doubled)."""
+    """A SQL string literal (single quotes doubled; lone surrogates, which UTF-8 cannot carry,
+    become ``?``, so the query runs instead of failing to encode)."""
+    value = value.encode("utf-8", "replace").decode("utf-8")
     return "'" + value.replace("'", "''") + "'"
 
 
@@ -276,7 +278,21 @@ class Store:
         except (StoreError, EmbedderMismatchError):
             raise
         except Exception as exc:  # lancedb raises many kinds; callers get one clear error
-            raise StoreError(f"cannot open store at {uri}: {exc}") from exc
+            detail = str(exc).split(", /")[0]  # lance appends the Rust source location
+            raise StoreError(f"cannot open store at {uri}: {detail}{self._damage()}") from exc
+
+    def _damage(self) -> str:
+        """Which tables of a local store are damaged, and what to run (for an open error)."""
+        if not self.is_local:
+            return ""
+        try:
+            from .integrity import store_health
+
+            bad = [f"table {h.name} ({h.problems[0]})" for h in store_health(self.uri) if not h.ok]
+        except Exception:  # the error being reported matters more
+            bad = []
+        where = f"; damaged: {'; '.join(bad)}" if bad else ""
+        return f"{where}; run `mimir doctor` to diagnose and `mimir doctor --repair` to repair"
 
     # -- opening, meta and migrations ---------------------------------------------------------
 
@@ -291,6 +307,12 @@ class Store:
                     f"store {self.uri} has schema version {stored}, newer than this Mimir "
                     f"({SCHEMA_VERSION}); upgrade mimir-lessons to open it"
                 )
+        if self._ready(existing):  # nothing to create or migrate: no lock (a read-only store)
+            meta = self.meta()
+            if check_embedder:
+                self.check_embedder(meta)
+            self._check_files()
+            return
         with self.lock.hold():
             self._restore_backups(existing)
             for name, schema in schemas.items():
@@ -313,6 +335,34 @@ class Store:
             self._ensure_fts(KV)
         if check_embedder:
             self.check_embedder(meta)
+        self._check_files()
+
+    def _ready(self, existing: set[str]) -> bool:
+        """Whether every table, the current schema and the full-text indexes are there."""
+        if any(n.endswith("__backup") for n in existing) or not set(TABLES) <= existing:
+            return False
+        if self.meta().get("schema_version") != str(SCHEMA_VERSION):
+            return False
+        return all(self._has_fts(name) for name in (EXPERIENCES, LESSONS, KV))
+
+    def _has_fts(self, name: str) -> bool:
+        return any(getattr(i, "columns", None) == ["text"] for i in self.table(name).list_indices())
+
+    def _check_files(self) -> None:
+        """Refuse a local table whose newest version names missing or truncated files: one
+        clear error at open instead of a failure on some later read."""
+        if not self.is_local:
+            return
+        from .integrity import first_problem
+
+        for name in TABLES:
+            ds = self._datasets[name] = self.table(name).to_lance()
+            problem = first_problem(ds, Path(self.uri) / f"{name}.lance")
+            if problem:
+                raise StoreError(
+                    f"table {name} of store {self.uri} is damaged: {problem}; run `mimir doctor` "
+                    f"to diagnose and `mimir doctor --repair` to repair"
+                )
 
     def check_embedder(self, meta: dict[str, str] | None = None) -> None:
         """Refuse a store whose vectors come from another model than the active embedder."""
@@ -357,7 +407,7 @@ class Store:
 
     def set_meta(self, values: dict[str, str]) -> None:
         """Set metadata keys (upsert)."""
-        with self.lock.hold():
+        with self.lock.hold(), self._write_errors(META):
             rows = [{"key": k, "value": v} for k, v in values.items()]
             (
                 self.table(META)
@@ -371,7 +421,7 @@ class Store:
         from lancedb.index import FTS
 
         tbl = self.table(name)
-        if any(getattr(i, "columns", None) == ["text"] for i in tbl.list_indices()):
+        if self._has_fts(name):
             return
         tbl.create_index(
             "text",
@@ -390,6 +440,19 @@ class Store:
     # -- writes --------------------------------------------------------------------------------
 
     @contextmanager
+    def _write_errors(self, name: str) -> Iterator[None]:
+        """A failed write (full disk, read-only store, damaged table) as one clear StoreError."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except Exception as exc:
+            detail = str(exc).split(", /")[0]  # lance appends the Rust source location
+            raise StoreError(
+                f"cannot write table {name} of store {self.uri}: {type(exc).__name__}: {detail}"
+            ) from exc
+
+    @contextmanager
     def writing(self) -> Iterator[None]:
         """Hold the store's write lock."""
         with self.lock.hold():
@@ -403,7 +466,7 @@ class Store:
         """
         if not rows:
             return []
-        with self.lock.hold():
+        with self.lock.hold(), self._write_errors(name):
             tbl = self.table(name)
             present: set[str] = set()
             keys = list(dict.fromkeys(r[key] for r in rows))
@@ -425,14 +488,15 @@ class Store:
     def append(self, name: str, rows: list[dict[str, Any]]) -> None:
         """Append rows (no dedup needed: audit entries, ...)."""
         if rows:
-            self.table(name).add(rows)
+            with self._write_errors(name):
+                self.table(name).add(rows)
             self.maybe_optimize(name)
 
     def upsert(self, name: str, rows: list[dict[str, Any]], on: str = "id") -> None:
         """Insert or replace rows by ``on`` (under the lock)."""
         if not rows:
             return
-        with self.lock.hold():
+        with self.lock.hold(), self._write_errors(name):
             (
                 self.table(name)
                 .merge_insert(on)
@@ -444,12 +508,12 @@ class Store:
 
     def update(self, name: str, where: str, values: dict[str, Any]) -> None:
         """Update matching rows."""
-        with self.lock.hold():
+        with self.lock.hold(), self._write_errors(name):
             self.table(name).update(where=where, values=values)
 
     def delete(self, name: str, where: str) -> None:
         """Delete matching rows (still present in old versions until :meth:`purge`)."""
-        with self.lock.hold():
+        with self.lock.hold(), self._write_errors(name):
             self.table(name).delete(where)
 
     # -- reads ---------------------------------------------------------------------------------
@@ -530,6 +594,32 @@ class Store:
             log.debug("full-text search skipped for %r: %s", text, exc)
             return []
 
+    def rows_by_id(
+        self,
+        name: str,
+        ids: Sequence[str],
+        columns: Sequence[str],
+        row_ids: Sequence[int] | None = None,
+        version: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The rows with these ids (any order; missing ids are skipped), read like searches are.
+
+        ``row_ids``: the rows' ``_rowid`` (same order as ``ids``) as a search returned them at
+        table ``version`` (its rows' ``_version``). Row ids are addresses within one version, so
+        they are read directly (~2x cheaper than the id lookup) only while that version is still
+        the latest; otherwise the ids are looked up.
+        """
+        if not ids:
+            return []
+        cols = list(columns)
+        if row_ids is not None and version is not None and len(row_ids) == len(ids):
+            ds = self._dataset(name)
+            if ds.version == version:
+                got: list[dict[str, Any]] = ds._take_rows(list(row_ids), columns=cols).to_pylist()
+                if "id" not in cols or [r["id"] for r in got] == list(ids):
+                    return got
+        return self._read(name, cols, sql_in("id", ids), False)
+
     def _dataset(self, name: str) -> Any:
         """The table as a pylance dataset at its latest version (checked on every call)."""
         ds = self._datasets.get(name)
@@ -564,7 +654,8 @@ class Store:
         """
         import pyarrow as pa
 
-        table = self._dataset(name).to_table(
+        ds = self._dataset(name)
+        table = ds.to_table(
             columns=columns,
             filter=where,
             prefilter=prefilter,
@@ -577,6 +668,8 @@ class Store:
             for f in table.schema
             if pa.types.is_fixed_size_list(f.type) and table.column(f.name).null_count == 0
         ]
+        if "_rowid" in columns:  # row ids are addresses within this version (see rows_by_id)
+            table = table.append_column("_version", pa.repeat(ds.version, table.num_rows))
         if not table.num_rows or not vectors:
             return list(table.to_pylist())
         rows: list[dict[str, Any]] = table.drop_columns(vectors).to_pylist()

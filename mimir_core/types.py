@@ -69,12 +69,17 @@ class Recommendation(BaseModel):
     """The best-supported action for a task, with an honest confidence.
 
     ``confidence`` is the 5% lower bound of the Beta(0.5 + successes, 0.5 + failures) posterior
-    over on-topic evidence: the success rate we are 95% sure the action beats.
+    over on-topic evidence: the success rate we are 95% sure the action beats (an honest floor,
+    below the observed success rate by design). ``expected_success`` is the calibrated point
+    estimate, what to expect on average: the posterior mean over this project's on-topic
+    evidence (other projects' evidence counts as a small prior; older outcomes of the action
+    fade as newer ones arrive).
     """
 
     task: str
     action: str
     confidence: float
+    expected_success: float | None = None
     successes: float
     failures: float
     evidence_ids: list[str] = Field(default_factory=list)

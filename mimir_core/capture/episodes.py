@@ -74,9 +74,9 @@ def _one_line(text: str, limit: int = MAX_ACTION) -> str:
     return cap(" ".join(text.split()), limit)
 
 
-def _clean(text: str, limit: int, *, tail: bool = False) -> str:
+def _clean(text: str, limit: int, *, tail: bool = False, extra: tuple[str, ...] = ()) -> str:
     """Redacted (``<private>`` spans removed, secrets masked), then capped to ``limit``."""
-    return sanitize(_bounded(text, tail=tail), limit=limit)
+    return sanitize(_bounded(text, tail=tail), limit=limit, extra_patterns=extra)
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
@@ -117,20 +117,30 @@ def session_key(session_id: str) -> str:
 class Capture:
     """Turns events into spooled experience records for one store's spool directory.
 
-    ``scope`` overrides the project scope (else it is derived from the event's ``cwd``).
+    ``scope`` overrides the project scope (else it is derived from the event's ``cwd``);
+    ``redact_patterns`` are the user's own secret patterns (regex sources), applied with the
+    built-in ones before anything reaches the spool.
     """
 
-    def __init__(self, spool_dir: str | os.PathLike[str], *, scope: str | None = None) -> None:
+    def __init__(
+        self,
+        spool_dir: str | os.PathLike[str],
+        *,
+        scope: str | None = None,
+        redact_patterns: tuple[str, ...] = (),
+    ) -> None:
         self.spool = Path(spool_dir)
         self.sessions = self.spool / "sessions"
         self.scope = scope
+        self.redact_patterns = redact_patterns
 
     # -- session state ---------------------------------------------------------------------------
 
     def session_dir(self, session_id: str) -> Path:
         """The state directory of a session (created)."""
         path = self.sessions / session_key(session_id)
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not path.is_dir():
+            spool.ensure_private_dir(path)  # each missing parent 0700 too, whatever the umask
         return path
 
     def meta(self, session_id: str) -> dict[str, Any]:
@@ -221,7 +231,7 @@ class Capture:
         if ev.kind == "task":
             self.close(ev.session_id)
             meta = self.meta(ev.session_id) or meta
-            meta["task"] = _clean(ev.text, MAX_TASK)
+            meta["task"] = _clean(ev.text, MAX_TASK, extra=self.redact_patterns)
             meta["task_id"] = ev.event_id or f"{ev.ts:.6f}"
             meta["injected"] = []
             self._save_meta(ev.session_id, meta)
@@ -241,11 +251,16 @@ class Capture:
             "id": step_id,
             "tool": ev.tool,
             "action": _one_line(
-                _clean(describe_action(ev.tool, ev.tool_input, MAX_SCAN), MAX_SCAN)
+                _clean(
+                    describe_action(ev.tool, ev.tool_input, MAX_SCAN),
+                    MAX_SCAN,
+                    extra=self.redact_patterns,
+                )
             ),
         }
         if not ev.ok:
-            step["error"] = clip_tail(_clean(ev.error, 8 * MAX_ERROR, tail=True), MAX_ERROR)
+            error = _clean(ev.error, 8 * MAX_ERROR, tail=True, extra=self.redact_patterns)
+            step["error"] = clip_tail(error, MAX_ERROR)
             step["interrupted"] = ev.interrupted
             before = _since_last_failure(_read_lines(steps_path))
             spool.append(self.spool, self._failure_record(ev, meta, step, before))
@@ -255,7 +270,9 @@ class Capture:
         task = str(meta.get("task") or "")
         if not task and isinstance(tool_input, dict):  # Claude Code's Bash says what it is for
             desc = tool_input.get("description")
-            task = _clean(desc, MAX_TASK) if isinstance(desc, str) else ""
+            task = (
+                _clean(desc, MAX_TASK, extra=self.redact_patterns) if isinstance(desc, str) else ""
+            )
         if not task:
             project = os.path.basename(str(meta.get("cwd") or "").rstrip("/")) or "a project"
             task = f"work in {project}"
@@ -361,6 +378,40 @@ class Capture:
             return data if isinstance(data, dict) else {}
         except (OSError, ValueError):
             return {}
+
+
+def scrub_sessions(spool_dir: str | os.PathLike[str], texts: list[str]) -> int:
+    """Remove from every session's state the steps that a forgotten experience came from.
+
+    A step goes when its action or error is part of one of ``texts`` (the experience's action and
+    reason) or contains one of them, so a forgotten record's words do not wait in
+    ``steps.jsonl`` until the session ends. Returns the number of step lines removed."""
+    needles = [t for t in texts if t and len(t) >= 4]
+    if not needles:
+        return 0
+
+    def keep(line: bytes) -> bool:
+        try:
+            step = json.loads(line)
+        except ValueError:
+            return True
+        if not isinstance(step, dict):
+            return True
+        for field in ("action", "error"):
+            value = step.get(field)
+            if (
+                isinstance(value, str)
+                and len(value) >= 4
+                and any(value in n or n in value for n in needles)
+            ):
+                return False
+        return True
+
+    removed = 0
+    for path in sorted(Path(spool_dir, "sessions").glob("*/*.jsonl")):
+        if path.name == STEPS or path.name.startswith("closing-"):
+            removed += spool.rewrite(path, keep)
+    return removed
 
 
 def remove_tree(path: Path) -> None:

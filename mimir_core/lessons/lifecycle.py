@@ -5,9 +5,9 @@ Statuses: ``candidate`` (not served: waiting for evidence) → ``active`` (serve
 contradicts it; kept, invalid from then on), ``retired`` (by hand; kept). Only
 :func:`forget_lesson` removes a lesson, and then for real (older table versions purged).
 
-A lesson whose signature fails verification is never served. It is quarantined without being
-re-signed (re-signing would launder the edit), and the event goes to the audit log and to
-``<home>/logs/lessons.log``.
+A lesson whose signature fails verification, or that is a replayed older version of itself
+(see :mod:`.storage`), is never served. It is quarantined without being re-signed (re-signing
+would launder the edit), and the event goes to the audit log and to ``<home>/logs/lessons.log``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,19 @@ from ..store import AUDIT, EXPERIENCES, LESSONS, sql_in, sql_str
 from ..text import dumps
 from ..types import Lesson
 from .sign import canonical, coerce_key, load_or_create_key
-from .storage import from_row, rows_by_id, select_rows, signed, to_row, update_values
+from .storage import (
+    Head,
+    forget_head,
+    from_row,
+    heads,
+    is_replay,
+    record_heads,
+    rows_by_id,
+    select_rows,
+    signed,
+    to_row,
+    update_values,
+)
 
 if TYPE_CHECKING:
     from ..memory import Mimir
@@ -102,9 +114,25 @@ def load_valid(m: Mimir, ident: str, doing: str) -> Lesson:
     return lesson
 
 
-def verified(m: Mimir, row: dict[str, Any], *, refresh: bool = True) -> tuple[Lesson, bool]:
-    """Parse and verify a row; quarantine it (once) if its signature fails."""
+def verified(
+    m: Mimir,
+    row: dict[str, Any],
+    *,
+    refresh: bool = True,
+    known_heads: Mapping[str, Head] | None = None,
+) -> tuple[Lesson, bool]:
+    """Parse and verify a row; quarantine it (once) if its signature fails or it is a replay.
+
+    ``known_heads``: the heads of a batch of rows read at once (else this row's is read).
+    """
     lesson, ok = from_row(row, signing_key(m))
+    if ok:
+        ident = str(row.get("id"))
+        hd = known_heads if known_heads is not None else heads(m.store, [ident])
+        if is_replay(lesson, hd.get(ident)):
+            if row.get("status") == "quarantined":
+                return lesson, False  # not served either way; reported when first seen
+            return quarantine_tampered(m, row, lesson, refresh=refresh, replayed=True), False
     if not ok and row.get("status") != "quarantined":
         lesson = quarantine_tampered(m, row, lesson, refresh=refresh)
     elif not ok:
@@ -116,13 +144,15 @@ def load_many(
     m: Mimir, where: str | None, *, limit: int | None = None, refresh: bool = True
 ) -> list[tuple[Lesson, bool]]:
     """Every (lesson, valid) matching a SQL filter over the lessons table."""
-    return [verified(m, r, refresh=refresh) for r in select_rows(m.store, where, limit=limit)]
+    rows = select_rows(m.store, where, limit=limit)
+    hd = heads(m.store, [str(r.get("id")) for r in rows]) if rows else {}
+    return [verified(m, r, refresh=refresh, known_heads=hd) for r in rows]
 
 
 def quarantine_tampered(
-    m: Mimir, row: dict[str, Any], lesson: Lesson, *, refresh: bool = True
+    m: Mimir, row: dict[str, Any], lesson: Lesson, *, refresh: bool = True, replayed: bool = False
 ) -> Lesson:
-    """Stop serving a lesson whose signature failed; keep the evidence of the edit."""
+    """Stop serving a lesson whose signature failed (or a replay); keep the evidence of the edit."""
     ident = str(row.get("id"))
     values: dict[str, Any] = {"status": "quarantined"}
     try:
@@ -133,10 +163,15 @@ def quarantine_tampered(
     except ValueError:
         pass
     m.store.update(LESSONS, f"id = {sql_str(ident)}", values)
-    detail = {"reason": "signature verification failed", "was": row.get("status")}
-    m.audit("mimir", ident, "signature_failed", detail)
-    log_event(m.home, "signature_failed", lesson=ident, was=row.get("status"))
-    log.warning("lesson %s failed signature verification: quarantined", ident)
+    event = "replay_detected" if replayed else "signature_failed"
+    why = (
+        "an older signed version of the lesson was written back (replay)"
+        if replayed
+        else "signature verification failed"
+    )
+    m.audit("mimir", ident, event, {"reason": why, "was": row.get("status")})
+    log_event(m.home, event, lesson=ident, was=row.get("status"))
+    log.warning("lesson %s: %s: quarantined", ident, why)
     lesson.status = "quarantined"
     if refresh and row.get("status") == "active":
         refresh_digest(m)
@@ -162,7 +197,9 @@ def insert(
     now = m._now()
     out = [signed(lesson, key, now=now) for lesson in items]
     vectors = m.embedder.embed([lesson.trigger for lesson in out])
-    m.store.upsert(LESSONS, [to_row(le, v) for le, v in zip(out, vectors, strict=True)])
+    with m.store.writing():
+        m.store.upsert(LESSONS, [to_row(le, v) for le, v in zip(out, vectors, strict=True)])
+        record_heads(m.store, out)
     for lesson in out:
         m.audit(actor, lesson.id, event, dict(detail or {}, status=lesson.status))
     if any(lesson.status == "active" for lesson in out):
@@ -198,7 +235,12 @@ def write_batch(m: Mimir, writes: Sequence[Write], *, actor: str) -> list[Lesson
         for i, vec in zip(missing, embedded, strict=True):
             vectors[i] = list(vec)
     with m.store.writing():  # optimistic concurrency: skip rows changed since they were read
-        current = {r["id"]: r["signature"] for r in rows_by_id(m.store, [le.id for le in out])}
+        stored = rows_by_id(m.store, [le.id for le in out])
+        current = {r["id"]: r["signature"] for r in stored}
+        hd = heads(m.store, list(current))
+        for r in stored:  # never re-sign (launder) a replayed old version: leave it be
+            if is_replay(from_row(r, key)[0], hd.get(r["id"])):
+                current[r["id"]] = "replayed"
         keep = [i for i, w in enumerate(writes) if current.get(w.lesson.id) == w.expect]
         for i in sorted(set(range(len(writes))) - set(keep)):
             log.warning("lesson %s changed during consolidation: left as it is", out[i].id)
@@ -207,6 +249,7 @@ def write_batch(m: Mimir, writes: Sequence[Write], *, actor: str) -> list[Lesson
         rows = [to_row(out[j], vectors[i]) for j, i in enumerate(keep)]
         if rows:
             m.store.upsert(LESSONS, rows)
+            record_heads(m.store, out)
     if not out:
         return []
     ts = now.timestamp()
@@ -251,6 +294,7 @@ def save(
                 f"lesson {out.id!r} was changed by another process meanwhile; read it again"
             )
         m.store.update(LESSONS, f"id = {sql_str(out.id)}", update_values(out))
+        record_heads(m.store, [out])
     m.audit(actor, out.id, event, dict(detail or {}, status=out.status))
     if out.status == "active" or was_active:
         refresh_digest(m)
@@ -338,6 +382,7 @@ def forget_lesson(m: Mimir, ident: str, *, with_experiences: bool, actor: str = 
                 m.store.purge(EXPERIENCES)
     m.store.delete(LESSONS, f"id = {sql_str(ident)}")
     m.store.purge(LESSONS)
+    forget_head(m.store, ident)
     scrub_audit(m, [ident, *removed])
     m.audit(actor, ident, "forgotten", {"table": LESSONS, "experiences_removed": len(removed)})
     refresh_digest(m)

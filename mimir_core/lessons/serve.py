@@ -19,7 +19,7 @@ from ..store import EXPERIENCES, LESSONS, sql_str
 from ..text import query_terms
 from ..types import Lesson
 from .lifecycle import verified
-from .storage import LESSON_COLUMNS
+from .storage import LESSON_COLUMNS, heads
 
 if TYPE_CHECKING:
     from ..memory import Mimir
@@ -86,13 +86,14 @@ def relevant_lessons(
     idents = query_terms(query)[0]
     floor_conf = DEFAULT_MIN_CONFIDENCE if min_confidence is None else float(min_confidence)
     ranked: list[tuple[float, Lesson]] = []
+    hd = heads(store, [str(r["id"]) for r in rows]) if rows else {}
     for row in rows:
         sim = max(1.0 - float(row["_distance"]), _member_sim(row, near))
         text = f"{row.get('trigger', '')} {row.get('rule', '')}".lower()
         matched = [i for i in idents if i in text]
         if sim < RELEVANCE_FLOOR and not (matched and sim >= IDENT_FLOOR):
             continue
-        lesson, ok = verified(m, row)
+        lesson, ok = verified(m, row, known_heads=hd)
         if not ok or lesson.status != "active" or lesson.confidence < floor_conf:
             continue
         score = sim + 0.25 * (len(matched) / len(idents) if idents else 0.0)

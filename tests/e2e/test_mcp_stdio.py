@@ -163,3 +163,78 @@ def test_the_server_drains_the_spool_in_the_background(tmp_path: Path) -> None:
     assert [e["action"] for e in got] == ["helm upgrade billing ./chart"]
     assert got[0]["source"] == "claude-code"
     assert not spool.has_pending(m.spool_dir)
+
+
+def _raw_session(home: Path, *, front: bool) -> dict[Any, bytes]:
+    """A legacy client's opening, written at once; the server's raw answer lines by id."""
+    import json
+    import subprocess
+
+    def line(msg: dict[str, Any]) -> bytes:
+        return (json.dumps(msg) + "\n").encode()
+
+    init = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    }
+    env = {**server_params(home).env, "PATH": os.environ.get("PATH", "")}
+    if not front:
+        env["MIMIR_MCP_NO_FRONT"] = "1"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mimir_integrations.cli_mcp", "--no-background"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(
+        line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+        + line({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        + line({"jsonrpc": "2.0", "id": "list-1", "method": "tools/list"})
+        + line({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+    )
+    proc.stdin.flush()
+    answers: dict[Any, bytes] = {}
+    try:
+        while len(answers) < 3:
+            raw = proc.stdout.readline()
+            assert raw, proc.stderr.read() if proc.stderr else ""
+            answers[json.loads(raw)["id"]] = raw
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    return answers
+
+
+def test_early_answers_are_the_sdks_own_bytes(tmp_path: Path) -> None:
+    """The stdlib front answers initialize and tools/list before the SDK has loaded, from the
+    SDK's recorded answers: byte for byte what the SDK alone says, in both protocol eras."""
+    import json
+
+    home = tmp_path / "home"
+    sdk_only = _raw_session(home, front=False)
+    assert not (home / "cache" / "mcp-early.json").exists()
+    cold = _raw_session(home, front=True)  # records the SDK's answers
+    assert cold == sdk_only
+    warm = _raw_session(home, front=True)  # answered early
+    assert warm == sdk_only
+    log = (home / "logs" / "mcp.log").read_text()
+    assert "mcp front: 0 answered early, 2 answers cached" in log
+    assert "mcp front: 2 answered early, 2 answers cached" in log
+
+    async def opening(mode: str) -> list[str]:
+        async with Client(server_params(home), mode=mode, read_timeout_seconds=120) as c:
+            tools = (await c.list_tools()).tools
+            r = await c.call_tool("memory_stats", {})
+            assert not r.is_error, text_of(r)
+            return [t.model_dump_json() for t in tools]
+
+    first = anyio.run(opening, "auto")  # a 2026 client: records its tools/list
+    assert anyio.run(opening, "auto") == first  # answered early, checked against the SDK's
+    log = (home / "logs" / "mcp.log").read_text()
+    assert "differs from the SDK" not in log and "Traceback" not in log
+    entries = json.loads((home / "cache" / "mcp-early.json").read_text())["entries"]
+    assert any('"modern"' in key for key in entries), list(entries)
+    assert log.count("answered early") == 4 and log.count(" 0 answered early") == 2, log

@@ -58,16 +58,19 @@ def test_the_environment_is_learnable_and_cold_is_not_the_oracle(figures: dict[s
 
 
 def test_warm_beats_cold_beyond_the_noise_band(figures: dict[str, Any]) -> None:
-    # Measured: WARM-COLD +0.108 (95% CI +0.073..+0.144 over 3 seeds, every seed positive).
+    # Measured: WARM-COLD +0.111 (95% CI +0.080..+0.143 over 3 seeds, every seed positive).
     lift = figures["lift"]["cold"]
     assert lift["ci_low"] > 0, f"WARM-COLD lift {lift} is inside the noise band"
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured WARM/COLD repeat-mistake ratio 0.40 (WARM 0.106, COLD 0.264): "
-    "most WARM repeats are failed attempts phrased differently that neither recall nor "
-    "recommend surface (within-family MiniLM cosine ~0.4 vs recommend topic_threshold 0.40)",
+    reason="measured WARM/COLD repeat-mistake ratio 0.40 (WARM 0.106, COLD 0.264). recommend "
+    "no longer re-recommends an action that only ever failed in this repo (paraphrases down to "
+    "task cosine 0.30 included): 7 of 38 WARM repeats come from recommend, 30 from exploring "
+    "an action whose earlier failure was on a paraphrase below cosine 0.30, which similarity "
+    "cannot tell apart (MiniLM: a quarter of same-family task pairs are below 0.31, 5% of "
+    "different-family pairs above 0.30)",
 )
 def test_warm_repeats_at_most_a_third_of_colds_mistakes(figures: dict[str, Any]) -> None:
     warm = figures["arms"]["warm"]["repeat_mistake_rate"]["mean"]
@@ -78,28 +81,37 @@ def test_warm_repeats_at_most_a_third_of_colds_mistakes(figures: dict[str, Any])
 
 def test_recommend_is_never_overconfident(figures: dict[str, Any]) -> None:
     # The documented contract: confidence is a 5% lower bound, so it may undershoot what happens,
-    # never overshoot it (the one-sided part of the calibration error).
-    cal = figures["calibration"]
-    assert cal["n"] >= 30
-    assert cal["overconfidence"] <= 0.05, cal
+    # never overshoot it (the one-sided part of the calibration error), and observed success is
+    # at least the stated bound in the vast majority of picks' bins (count-weighted).
+    low = figures["lower_bound"]
+    assert low["n"] >= 30
+    assert low["overconfidence"] <= 0.05, low
+    assert low["bin_coverage"] >= 0.9, low
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured ECE 0.33: recommend's confidence is a 5% lower bound, not a "
-    "probability (observed success sits above it in every bin); a calibrated figure needs a "
-    "posterior-mean field in Recommendation",
+    reason="measured ECE 0.109 of recommend's expected_success (n=96 picks), and the gate is "
+    "below this configuration's noise floor: a perfectly calibrated estimate has a mean ECE of "
+    "0.077 on ~100-140 Bernoulli outcomes (ECE <= 0.05 in 11% of simulated runs; 0.029 at "
+    "1,000). A real residual remains: after drift the top bins predict 0.83 where the hidden "
+    "rate is 0.65",
 )
 def test_recommend_confidence_calibration_error(figures: dict[str, Any]) -> None:
+    # ECE of the calibrated point estimate (Recommendation.expected_success), bins by count.
     cal = figures["calibration"]
     assert cal["ece"] <= 0.05, f"expected calibration error {cal['ece']} (bins {cal['bins']})"
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured precision 0.67 (14 of 21 admitted lessons help): consolidation mines "
-    "topics across scopes, so a fix that works in two repos and fails in the third becomes a "
-    "global prefer lesson ('pip install -e .'); avoid lessons also form for above-average actions",
+    reason="measured precision 0.73 (16 of 22 admitted lessons help in every repo they are "
+    "served to): 3 misses are avoid lessons for an above-average action (the gate compares "
+    "with what the agent did instead, mostly the best action), 2 are global prefer lessons for "
+    "a fix that fails in one of the three repos, 1 a lucky scoped prefer. Per-project mining "
+    "and an action-balanced gate were tried (gated per scope, sign vetoes, leave-one-scope-"
+    "out): precision 0.68-0.77 at this size, and WARM-COLD fell inside the noise band "
+    "(fewer, later lessons), so they are not in",
 )
 def test_lesson_precision(figures: dict[str, Any]) -> None:
     les = figures["lessons"]

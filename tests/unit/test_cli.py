@@ -96,7 +96,18 @@ def test_doctor_reports_every_check(home: Path) -> None:
     out = json.loads(mimir(home, "doctor", "--json").stdout)
     assert out["ok"] is True
     names = [c["check"] for c in out["checks"]]
-    assert names == ["python", "home", "embedder", "store", "contents", "extras"]
+    assert names == [
+        "python",
+        "home",
+        "files",
+        "disk",
+        "embedder",
+        "tables",
+        "store",
+        "contents",
+        "spool",
+        "extras",
+    ]
     assert (home.stat().st_mode & 0o777) == 0o700
 
 
@@ -133,4 +144,4 @@ def test_demo_never_empties_a_directory_it_did_not_make(tmp_path: Path) -> None:
     out = subprocess.run([*MIMIR, "demo"], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr
     assert (foreign / "precious.txt").read_text() == "keep me"
-    assert f"mimir ui --home {foreign}" not in out.stdout
+    assert f"mimir ui --home {foreign}`" not in out.stdout  # a fresh mkdtemp dir instead

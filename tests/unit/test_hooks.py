@@ -359,7 +359,7 @@ def test_setup_claude_code_merges_idempotently_and_uninstalls_exactly(tmp_path: 
     assert data["theme"] == "dark" and data["hooks"]["Notification"] == [mine]
     assert data["hooks"]["PostToolUse"][0] == mine
     cmd = data["hooks"]["PostToolUseFailure"][0]["hooks"][0]["command"]
-    assert cmd.endswith("mimir hook claude-code")
+    assert cmd.endswith(" hook claude-code") and " -I -S -c " in cmd
     assert len(list(settings.parent.glob("settings.json.mimir-backup-*"))) == 1
     second = setup_cmd(home, "setup", "claude-code")
     assert "already up to date" in second.stdout
@@ -409,3 +409,87 @@ def test_the_hook_cost_benchmark_runs() -> None:
     res = measure(rounds=1, lessons=20)
     assert res["inject_answered"] and res["records_spooled"] == 2  # warm-up + one round
     assert {"bare", "capture", "capture-noise", "failure", "inject"} <= set(res)
+
+
+def run_installed(command: str, home: Path, payload: Any, cwd: Path) -> bytes:
+    """Run a hook command line the way hosts do (``sh -c``), from ``cwd``."""
+    out = subprocess.run(
+        ["sh", "-c", command],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=60,
+        cwd=cwd,
+        env={**os.environ, "MIMIR_HOME": str(home), "MIMIR_AUTO_CONSOLIDATE": "0"},
+    )
+    assert out.returncode == 0 and not out.stderr, out.stderr
+    return out.stdout
+
+
+def test_installed_hook_command_runs_without_site_and_ignores_the_project_dir(
+    tmp_path: Path,
+) -> None:
+    """The command setup writes (``python -I -S -c <bootstrap>``) captures and injects like
+    ``mimir hook``, and a project whose root holds ``json.py`` cannot hijack its imports."""
+    from mimir_integrations.setup_cmd import SetupEnv
+
+    home = tmp_path / "mh"
+    seed_digest(home)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "json.py").write_text("raise SystemExit('project json.py imported')\n")
+    command = SetupEnv(user_home=tmp_path).hook_command("claude-code")
+    answer = json.loads(run_installed(command, home, PROMPT, project))
+    assert RULE in answer["hookSpecificOutput"]["additionalContext"]
+    seed_digest(tmp_path / "mh2")
+    assert answer == json.loads(hook(tmp_path / "mh2", PROMPT).stdout)  # as `mimir hook` says
+    run_installed(command, home, FAILURE, project)
+    [rec] = pending(home)
+    assert rec["outcome"] == "failure" and rec["task"] == PROMPT["prompt"]
+    assert log_text(home) == ""
+
+
+def test_hook_launcher_on_a_regular_site_packages_layout(tmp_path: Path) -> None:
+    """A non-editable install: both packages side by side in one directory, no alias needed."""
+    import shlex
+    import shutil
+
+    import mimir_core
+    import mimir_integrations
+    from mimir_integrations.setup_cmd import hook_launcher
+
+    site = tmp_path / "site-packages"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(Path(mimir_core.__file__).parent, site / "mimir_core", ignore=ignore)
+    shutil.copytree(
+        Path(mimir_integrations.__file__).parent, site / "mimir_integrations", ignore=ignore
+    )
+    argv = hook_launcher(site / "mimir_core", site / "mimir_integrations")
+    assert "type(sys)" not in argv[-2]  # no alias: the folder has the package's name
+    probe = argv[-2].replace(
+        "from mimir_integrations.hooks import main;raise SystemExit(main(sys.argv[2:]))",
+        "import mimir_integrations.hooks as h;print(h.__file__)",
+    )
+    where = subprocess.run([*argv[:-2], probe], capture_output=True, text=True, timeout=60)
+    assert where.stdout.strip() == str(site / "mimir_integrations" / "hooks.py"), where.stderr
+    home = tmp_path / "mh"
+    seed_digest(home)
+    answer = json.loads(run_installed(shlex.join([*argv, "claude-code"]), home, PROMPT, tmp_path))
+    assert RULE in answer["hookSpecificOutput"]["additionalContext"]
+
+
+def test_digest_verification_reads_the_file_as_written_and_refuses_edits(tmp_path: Path) -> None:
+    """The hook verifies the digest's bytes as written; a re-formatted copy of the same signed
+    content still verifies, and any edit to a lesson fails."""
+    from mimir_core.digest import digest_path, read_digest
+
+    seed_digest(tmp_path)
+    path = digest_path(tmp_path)
+    [entry] = read_digest(tmp_path) or []
+    assert entry["rule"] == RULE
+    raw = path.read_bytes()
+    path.write_text(json.dumps(json.loads(raw), indent=2))  # same content, other bytes
+    assert read_digest(tmp_path) == [entry]
+    path.write_bytes(raw.replace(b"alembic upgrade head", b"rm -rf / --no-preserve"))
+    assert read_digest(tmp_path) is None
+    path.write_bytes(raw.replace(b'"confidence":0.8', b'"confidence":1.0'))
+    assert read_digest(tmp_path) is None

@@ -1,0 +1,212 @@
+"""The learning benchmark's fourth arm, MIMIR_LEARN: the same agent on ``mimir-learn`` 0.1.5.
+
+The previous generation (installed from the package index into its own cached venv, made by
+:func:`bench.perf.ensure_learn_venv`) is driven through a worker process speaking JSON lines:
+this file run as ``<side venv>/bin/python -I bench/learning_mimir_learn.py`` (it then imports
+nothing from this repository; the module-level imports are stdlib only for that reason).
+
+The agent's policy is WARM's without lessons (mimir-learn has none), so the comparison isolates
+the memory library: ``recommend(explore=True)`` (Thompson sampling over recorded actions, seeded
+``rng``); an untried plausible action gets a fair Beta(0.5, 0.5) draw against the recommended
+one; ``recall`` of this repo's raw attempts (``context={"repo": ...}``), an action that only ever
+failed here is not retried; every outcome recorded (``record`` / ``record_failure`` with the
+task's reason). mimir-learn embeds with the same MiniLM model file Mimir uses (fastembed in its
+venv, threads=1) for recall; its ``recommend`` is keyword aggregation by design.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ARM = "mimir_learn"
+
+# -- parent side (this repository's venv) -------------------------------------------------------
+
+
+def learn_python(create: bool) -> Path | None:
+    """The side venv's interpreter, or ``None`` when absent and ``create`` is false."""
+    from .perf import ensure_learn_venv
+
+    return ensure_learn_venv(create)
+
+
+class MimirLearnAgent:
+    """The MIMIR_LEARN arm: same interface as the agents of :mod:`bench.learning_agents`."""
+
+    name = ARM
+
+    def __init__(self, seed: int, home: Path, python: Path) -> None:
+        import random
+
+        from mimir_core.embed import prepare_model_dir
+
+        self.seed = seed
+        self.rng = random.Random(seed)
+        home.mkdir(parents=True, exist_ok=True)
+        model_dir = prepare_model_dir(home / "model")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env["HF_HUB_OFFLINE"] = "1"
+        self.proc = subprocess.Popen(
+            [str(python), "-I", str(Path(__file__).resolve())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        info = self.call(op="open", path=str(home / "learn.db"), model_dir=str(model_dir))
+        self.version: str = info["version"]
+
+    def call(self, **req: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"mimir-learn worker exited (code {self.proc.poll()})")
+        out: dict[str, Any] = json.loads(line)
+        if "error" in out:
+            raise RuntimeError(f"mimir-learn worker: {out['error']}")
+        return out
+
+    def choose(self, task: Any) -> Any:
+        from .learning_agents import Choice
+
+        cands = task.family.commands
+        out = self.call(op="choose", task=task.text, repo=task.repo, seed=self.rng.randrange(2**31))
+        rec = out["recommend"]
+        known: dict[str, tuple[float, float]] = {}
+        if rec is not None and rec["action"] in cands:
+            known[rec["action"]] = (rec["successes"], rec["failures"])
+        here: dict[str, list[bool]] = {}
+        for act, success in out["recalled"]:
+            if act in cands:
+                here.setdefault(act, []).append(success)
+        for act, outs in here.items():
+            if not any(outs):
+                known[act] = (0.0, float(len(outs)))
+            else:
+                known.setdefault(act, (float(sum(outs)), float(len(outs) - sum(outs))))
+        allowed = [c for c in cands if not (c in known and known[c][0] <= 0)] or list(cands)
+        untried = [c for c in allowed if c not in known]
+        if rec is not None and rec["action"] in allowed:
+            s, f = rec["successes"], rec["failures"]
+            draw = self.rng.betavariate(0.5 + s, 0.5 + f)
+            if untried and max(self.rng.betavariate(0.5, 0.5) for _ in untried) > draw:
+                return Choice(self.rng.choice(untried), "explore")
+            return Choice(
+                rec["action"], "recommend", rec["confidence"], [], (0.5 + s) / (1 + s + f)
+            )
+        return Choice(self.rng.choice(untried or allowed), "explore")
+
+    def learn(self, task: Any, choice: Any, success: bool) -> None:
+        reason = next(a.reason for a in task.family.actions if a.command == choice.action)
+        self.call(
+            op="record",
+            task=task.text,
+            action=choice.action,
+            success=success,
+            reason=None if success else reason,
+            repo=task.repo,
+        )
+
+    def close(self) -> None:
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except Exception:
+            self.proc.kill()
+
+
+def calibration(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """mimir-learn's recommendations against what happened, like WARM's: ``calibration`` of the
+    posterior mean of the recommended action (the calibrated point estimate), and under
+    ``lower_bound`` its stated confidence (also a 5% Beta lower bound: coverage, overconfidence)."""
+    from .learning import _calibration
+
+    picks = [x for r in runs for x in r["log"].get(ARM, []) if x["source"] == "recommend"]
+    means = [
+        (x["posterior_mean"], x["success"], x["rate"])
+        for x in picks
+        if x["posterior_mean"] is not None
+    ]
+    bounds = [
+        (x["confidence"], x["success"], x["rate"]) for x in picks if x["confidence"] is not None
+    ]
+    return {**_calibration(means), "lower_bound": _calibration(bounds)}
+
+
+# -- worker side (the side venv; stdlib + mimir-learn only) -------------------------------------
+
+
+def _worker() -> None:  # pragma: no cover - runs in the side venv
+    import random
+    from importlib.metadata import version
+
+    from fastembed import TextEmbedding
+    from mimir import Mimir
+    from mimir.embeddings import Embedder
+    from mimir.storage import SQLiteStorage
+
+    class MiniLM(Embedder):
+        def __init__(self, model_dir: str) -> None:
+            self.model = TextEmbedding(
+                "sentence-transformers/all-MiniLM-L6-v2", specific_model_path=model_dir, threads=1
+            )
+
+        def embed(self, text: str) -> list[float]:
+            return [float(x) for x in next(iter(self.model.embed([text])))]
+
+    m: Any = None
+
+    def handle(req: dict[str, Any]) -> dict[str, Any]:
+        nonlocal m
+        op = req["op"]
+        if op == "open":
+            m = Mimir(storage=SQLiteStorage(req["path"]), embedder=MiniLM(req["model_dir"]))
+            return {"version": version("mimir-learn"), "vec": m.storage.vec_enabled}
+        if op == "choose":
+            rec = m.recommend(req["task"], explore=True, rng=random.Random(req["seed"]))
+            hits = m.recall(req["task"], k=10, context={"repo": req["repo"]})
+            return {
+                "recommend": None
+                if rec is None
+                else {
+                    "action": rec.recommended_action,
+                    "confidence": rec.confidence,
+                    "successes": rec.success_count + 0.5 * rec.partial_count,
+                    "failures": rec.failure_count + 0.5 * rec.partial_count,
+                },
+                "recalled": [[e.action, e.outcome.value == "success"] for e in hits],
+            }
+        if op == "record":
+            ctx = {"repo": req["repo"]}
+            if req["success"]:
+                m.record(req["task"], req["action"], outcome="success", context=ctx)
+            else:
+                m.record_failure(req["task"], req["action"], reason=req["reason"], context=ctx)
+            return {"count": m.count()}
+        raise ValueError(f"unknown op {op!r}")
+
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        if req.get("op") == "quit":
+            break
+        try:
+            out = handle(req)
+        except Exception as exc:  # report, keep serving
+            out = {"error": f"{type(exc).__name__}: {exc}"}
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    _worker()

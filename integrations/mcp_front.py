@@ -1,0 +1,344 @@
+"""A stdlib front for ``mimir mcp`` over stdio: the handshake and ``tools/list`` answered while
+the SDK is still importing.
+
+Importing the ``mcp`` SDK (pydantic models for both protocol eras) takes one to two seconds, and
+a client waits for ``initialize`` and ``tools/list`` before it can do anything. The answers to
+those requests depend only on the server's code and the request, so the front answers them from a
+cache of the SDK's own answers (the exact bytes it wrote, kept in ``<home>/cache/mcp-early.json``)
+while the SDK loads on the main thread:
+
+* a reader thread reads the client's lines from the real stdin. ``initialize`` (legacy 2025
+  clients, keyed by the requested protocol version), then ``tools/list`` and ``server/discover``
+  (keyed by era, version and params: a 2026 client's per-request ``_meta`` envelope included)
+  are answered at once when the cache holds them and no other request is waiting. Every line,
+  answered or not, is also forwarded, in order, to the SDK through a pipe that becomes its stdin,
+  so the SDK's session state (era, negotiated version, initialisation) is exactly what it would
+  be without the front; anything else simply waits for the SDK;
+* a writer thread relays the SDK's output (a pipe that becomes its stdout) to the real stdout,
+  dropping the SDK's duplicate answers to the requests the front already answered, after
+  checking they are byte for byte what the front sent: a difference (say, the SDK was upgraded
+  in place) is logged and clears the cache;
+* on a cache miss the SDK's answer is recorded, so the next start answers early.
+
+stdout stays protocol-only: until the SDK claims the descriptors, fd 1 points at stderr and fd 0
+at the null device, as the SDK itself does while it serves. Any failure in setting the front up
+leaves the descriptors alone and the server runs exactly as without it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+from typing import Any
+
+log = logging.getLogger("mimir.mcp")
+
+CACHE_VERSION = 1
+#: Requests answered early when cached (besides ``initialize``); none has side effects.
+LISTINGS = frozenset({"tools/list", "server/discover"})
+PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
+#: Files whose change can change an answer: Mimir's tool specs and server, and the SDK.
+_MIMIR_FILES = (
+    ("mimir_core", "__init__.py"),
+    ("mimir_core", "tools.py"),
+    ("mimir_core", "tool_models.py"),
+    ("mimir_core", "tool_io.py"),
+    ("mimir_core", "types.py"),
+    ("mimir_integrations", "mcp_server.py"),
+)
+_SDK_FILES = (
+    ("mcp", "__init__.py"),
+    ("mcp", "server", "runner.py"),
+    ("mcp", "server", "lowlevel", "server.py"),
+    ("mcp", "server", "mcpserver", "server.py"),
+    ("mcp_types", "__init__.py"),
+    ("mcp_types", "methods.py"),
+)
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _id_bytes(ident: Any) -> bytes | None:
+    """The id as the SDK writes it, for the ids whose rendering is unambiguous."""
+    if isinstance(ident, int) and not isinstance(ident, bool):
+        return str(ident).encode()
+    safe = isinstance(ident, str) and len(ident) <= 200 and ident.isascii()
+    if safe and all(c.isalnum() or c in "-_.:" for c in ident):
+        return f'"{ident}"'.encode()
+    return None
+
+
+def fingerprint(package_dirs: dict[str, str]) -> str | None:
+    """What the cached answers were made by: Python, and the size and mtime of the files that
+    shape them. ``None`` when the SDK cannot be found (the front then answers nothing)."""
+    parts = [sys.version, sys.executable]
+    for pkg, *rest in (*_MIMIR_FILES, *_SDK_FILES):
+        base = package_dirs.get(pkg)
+        if base is None:
+            return None
+        try:
+            st = os.stat(os.path.join(base, *rest))
+        except OSError:
+            return None
+        parts.append(f"{pkg}/{'/'.join(rest)}:{st.st_size}:{st.st_mtime_ns}")
+    return "\n".join(parts)
+
+
+def package_dirs() -> dict[str, str]:
+    """Where ``mimir_core``, ``mimir_integrations``, ``mcp`` and ``mcp_types`` live, found
+    without importing the SDK (an import would cost what the front saves)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    import mimir_core
+
+    found = {
+        "mimir_integrations": here,
+        "mimir_core": os.path.dirname(os.path.abspath(str(mimir_core.__file__))),
+    }
+    for entry in sys.path:
+        for pkg in ("mcp", "mcp_types"):
+            if pkg not in found and os.path.isfile(os.path.join(entry or ".", pkg, "__init__.py")):
+                found[pkg] = os.path.abspath(os.path.join(entry or ".", pkg))
+    return found
+
+
+class EarlyCache:
+    """The SDK's answers, by request key, valid for one :func:`fingerprint`."""
+
+    def __init__(self, path: str, fp: str) -> None:
+        self.path = path
+        self.fp = fp
+        self.entries: dict[str, str] = {}
+        self._lock = threading.Lock()
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            if data.get("version") == CACHE_VERSION and data.get("fingerprint") == fp:
+                self.entries = {str(k): str(v) for k, v in data["entries"].items()}
+        except (OSError, ValueError, AttributeError, KeyError, TypeError):
+            pass
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            return self.entries.get(key)
+
+    def clear(self) -> None:
+        """Forget every answer (one of them proved stale)."""
+        with self._lock:
+            self.entries = {}
+        self._save()
+
+    def put(self, key: str, result: str) -> None:
+        """Store one answer and rewrite the file atomically."""
+        with self._lock:
+            if self.entries.get(key) == result:
+                return
+            self.entries[key] = result
+        self._save()
+
+    def _save(self) -> None:
+        with self._lock:
+            body = {"version": CACHE_VERSION, "fingerprint": self.fp, "entries": self.entries}
+            text = json.dumps(body, ensure_ascii=False)
+        try:
+            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+            tmp = f"{self.path}.{os.getpid()}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            log.warning("cannot write %s: %s", self.path, exc)
+
+
+_END = b"\x00mimir-front-end\n"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class EarlyFront:
+    """Owns the real stdin/stdout; the SDK gets pipes (see the module docstring)."""
+
+    def __init__(self, cache: EarlyCache | None) -> None:
+        self.cache = cache
+        self.live = False  # the SDK is serving: no more early answers
+        self._lock = threading.Lock()  # decisions, and writes to the real stdout
+        self._era: str | None = None  # "legacy" after initialize, "modern" after an envelope
+        self._session = ""  # the legacy session's key part (version and capabilities)
+        self._waiting = False  # a request went to the SDK unanswered: keep the order
+        self._sent: dict[Any, bytes] = {}  # id -> the early answer (the SDK's copy is dropped)
+        self._record: dict[Any, str] = {}  # id -> cache key, for answers to remember
+        self.answered_early = 0
+
+    # -- set-up and teardown -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take fds 0 and 1, start the reader and writer threads."""
+        self._real_in = os.dup(0)
+        self._real_out = os.dup(1)
+        self._in_r, self._in_w = os.pipe()
+        self._out_r, self._out_w = os.pipe()
+        self._out_end = os.dup(self._out_w)  # ours, for the end-of-output marker
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)  # stray output while the SDK loads goes to stderr, never the wire
+        self._reader = threading.Thread(target=self._read_loop, name="mcp-front-in", daemon=True)
+        self._writer = threading.Thread(target=self._write_loop, name="mcp-front-out", daemon=True)
+        self._reader.start()
+        self._writer.start()
+
+    def sdk_ready(self) -> None:
+        """Point fds 0 and 1 at the pipes just before the SDK's stdio transport claims them."""
+        with self._lock:
+            self.live = True
+        os.dup2(self._in_r, 0)
+        os.close(self._in_r)
+        os.dup2(self._out_w, 1)
+        os.close(self._out_w)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """After the SDK is done: let the writer flush the last answers, restore fd 1."""
+        if not self.live:  # the SDK never ran: nothing will answer what was read
+            os.close(self._in_r)
+            os.close(self._out_w)
+        # The SDK keeps a duplicate of its stdout open for good, so the pipe never reaches EOF:
+        # a marker after its last line ends the writer.
+        _write_all(self._out_end, _END)
+        os.close(self._out_end)
+        self._writer.join(timeout)
+        cached = len(self.cache.entries) if self.cache is not None else 0
+        log.info("mcp front: %d answered early, %d answers cached", self.answered_early, cached)
+        os.dup2(self._real_out, 1)
+        os.dup2(self._real_in, 0)
+
+    # -- the client's side ---------------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        try:
+            with os.fdopen(self._real_in, "rb", closefd=False) as src:
+                for line in src:
+                    answer = None
+                    try:
+                        with self._lock:
+                            answer = self._early(line, answer=not self.live)
+                            if answer is not None:
+                                _write_all(self._real_out, answer)
+                                self.answered_early += 1
+                    except Exception:  # never lose the line: the SDK will answer it
+                        log.exception("early answer failed")
+                    _write_all(self._in_w, line)
+        except OSError as exc:
+            log.debug("front reader: %s", exc)
+        finally:
+            os.close(self._in_w)  # EOF for the SDK once it has read everything
+
+    def _early(self, line: bytes, *, answer: bool) -> bytes | None:
+        """The early answer to ``line`` if allowed and cached; else notes what to record."""
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(msg, dict) or "method" not in msg or "id" not in msg:
+            return None  # notifications (and responses) only travel to the SDK
+        ident, method, params = msg["id"], msg["method"], msg.get("params")
+        key = self._key(method, params)
+        idb = _id_bytes(ident)
+        if key is None or idb is None or ident in self._sent or ident in self._record:
+            self._waiting = True
+            return None
+        cached = self.cache.get(key) if self.cache is not None else None
+        if cached is None or self._waiting or not answer:
+            self._waiting = True
+            self._record[ident] = key
+            return None
+        reply = b'{"jsonrpc":"2.0","id":' + idb + b',"result":' + cached.encode() + b"}\n"
+        self._sent[ident] = reply
+        return reply
+
+    def _key(self, method: Any, params: Any) -> str | None:
+        """The cache key of a request the front may answer, else ``None``."""
+        if params is not None and not isinstance(params, dict):
+            return None
+        if method == "initialize":
+            if self._era is not None or params is None:
+                return None
+            version = params.get("protocolVersion")
+            if not isinstance(version, str):
+                return None
+            self._era = "legacy"
+            self._session = _canon([version, params.get("capabilities")])
+            return _canon(["initialize", version])
+        if method not in LISTINGS:
+            return None
+        meta = params.get("_meta") if params else None
+        if self._era == "legacy":
+            return _canon([method, "legacy", self._session, params])
+        if self._era is None and isinstance(meta, dict) and PROTOCOL_META in meta:
+            return _canon([method, "modern", params])
+        return None
+
+    # -- the SDK's side ------------------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        with os.fdopen(self._out_r, "rb") as src:
+            for line in src:
+                if line == _END:
+                    break
+                try:
+                    forward = self._check(line)
+                except Exception:
+                    log.exception("front writer")
+                    forward = True
+                if forward:
+                    with self._lock:
+                        _write_all(self._real_out, line)
+
+    def _check(self, line: bytes) -> bool:
+        """Whether to forward an SDK line; drops (and verifies) duplicates, records misses."""
+        with self._lock:
+            if not self._sent and not self._record:
+                return True
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return True
+        if not isinstance(msg, dict) or "id" not in msg or "method" in msg:
+            return True
+        ident = msg["id"]
+        with self._lock:
+            sent = self._sent.pop(ident, None)
+            key = self._record.pop(ident, None)
+        if sent is not None:
+            if sent != line and self.cache is not None:
+                log.warning("cached MCP answer differs from the SDK's: cache cleared")
+                self.cache.clear()
+            return False
+        idb = _id_bytes(ident)
+        if key is not None and idb is not None and self.cache is not None and "result" in msg:
+            head = b'{"jsonrpc":"2.0","id":' + idb + b',"result":'
+            body = line.rstrip(b"\r\n")
+            if body.startswith(head) and body.endswith(b"}"):
+                self.cache.put(key, body[len(head) : -1].decode("utf-8"))
+        return True
+
+
+def start(home: str) -> EarlyFront | None:
+    """Start the front for a stdio server whose home is ``home`` (``None`` if it cannot be)."""
+    try:
+        fp = fingerprint(package_dirs())
+        cache = EarlyCache(os.path.join(home, "cache", "mcp-early.json"), fp) if fp else None
+        front = EarlyFront(cache)
+        front.start()
+        return front
+    except Exception as exc:  # the server works without the front, only slower to start
+        log.warning("no early MCP answers: %s: %s", type(exc).__name__, exc)
+        return None

@@ -1,0 +1,112 @@
+"""Recommend per project: never re-recommend what only failed here; a calibrated point estimate.
+
+Real LanceDB store in a temporary home, real offline MiniLM embedder.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mimir_core import Mimir
+from mimir_core.beta import jeffreys_lower_bound
+
+T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+FIX = "pip install -e ."
+OTHER = "pip install -r requirements.txt"
+QUERY = "fix the import error for models"
+
+
+def _m(home: Path, emb: Any, scope: str) -> Mimir:
+    return Mimir(home, embedder=emb, scope=scope, auto_consolidate=False)
+
+
+def _rec(m: Mimir, rows: list[tuple[str, str, str]], prefix: str, start: int = 0) -> None:
+    m.record_many(
+        [
+            {
+                "task": task,
+                "action": action,
+                "outcome": outcome,
+                "created_at": T0 + timedelta(minutes=start + i),
+                "idempotency_key": f"{prefix}-{i}",
+            }
+            for i, (task, action, outcome) in enumerate(rows)
+        ]
+    )
+
+
+def test_a_fix_that_only_failed_here_is_not_recommended_here(
+    home: Path, fast_embedder: object
+) -> None:
+    there, here = _m(home, fast_embedder, "web-app"), _m(home, fast_embedder, "data-pipeline")
+    _rec(there, [("fix the import error for settings", FIX, "success")] * 5, "there")
+    # Failed here on a paraphrase of the task (task cosine ~0.33 to the query: below the topic
+    # threshold 0.40, above the failure threshold 0.30).
+    _rec(
+        here,
+        [("ModuleNotFoundError: No module named 'etl.jobs' when running the app", FIX, "failure")],
+        "here",
+        start=10,
+    )
+    good = there.recommend(QUERY)
+    assert good is not None and good.action == FIX
+    assert here.recommend(QUERY) is None  # the only option failed here: nothing to recommend
+    for seed in range(20):  # Thompson never draws it either
+        assert here.recommend(QUERY, explore=True, seed=seed) is None
+    # ...until it works here
+    _rec(here, [("fix the import error for payments", FIX, "success")], "here-ok", start=20)
+    again = here.recommend(QUERY)
+    assert again is not None and again.action == FIX
+
+
+def test_the_failed_fix_is_listed_and_an_alternative_is_recommended(
+    home: Path, fast_embedder: object
+) -> None:
+    there, here = _m(home, fast_embedder, "web-app"), _m(home, fast_embedder, "data-pipeline")
+    _rec(there, [("fix the import error for settings", FIX, "success")] * 6, "there")
+    _rec(there, [("fix the import error for common", OTHER, "success")] * 2, "there2", start=6)
+    _rec(
+        here,
+        [("python can't import common after checkout", FIX, "failure")] * 2,
+        "here",
+        start=10,
+    )
+    rec = here.recommend(QUERY)
+    assert rec is not None and rec.action == OTHER
+    failed = [a for a in rec.alternatives if a.action == FIX]
+    assert failed, rec.alternatives  # the agent is told it failed (here)
+    assert failed[0].failures >= 2
+
+
+def test_expected_success_is_this_projects_rate_and_the_bound_stays_below(
+    home: Path, fast_embedder: object
+) -> None:
+    there, here = _m(home, fast_embedder, "web-app"), _m(home, fast_embedder, "data-pipeline")
+    _rec(there, [("fix the import error for settings", FIX, "success")] * 12, "there")
+    rows = [("fix the import error for payments", FIX, "success")] * 2
+    rows += [("fix the import error for payments", FIX, "failure")] * 6
+    _rec(here, rows, "here", start=20)
+    rec = here.recommend(QUERY)
+    assert rec is not None and rec.expected_success is not None
+    # pooled naively: 14 of 20 (0.70); this project: 2 of 8
+    assert rec.expected_success < 0.5, rec
+    assert rec.confidence == pytest.approx(jeffreys_lower_bound(14, 6), abs=1e-4)
+    elsewhere = there.recommend(QUERY)
+    assert elsewhere is not None and elsewhere.expected_success is not None
+    assert elsewhere.expected_success > 0.75
+    assert elsewhere.confidence <= elsewhere.expected_success
+
+
+def test_expected_success_follows_drift(home: Path, fast_embedder: object) -> None:
+    m = _m(home, fast_embedder, "web-app")
+    rows = [("fix the import error for settings", FIX, "success")] * 12
+    rows += [("fix the import error for settings", FIX, "failure")] * 8
+    _rec(m, rows, "drift")
+    rec = m.recommend(QUERY)
+    assert rec is not None and rec.expected_success is not None
+    mean = (0.5 + 12) / (1 + 20)  # the all-time posterior mean, 0.60
+    assert rec.expected_success < mean - 0.15, rec
