@@ -188,7 +188,9 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
     raise ValueError(f"unknown op {op!r}")
 
 
-def main() -> None:
+def serve(handler: Any) -> None:
+    """Answer JSON-line requests on stdin with ``handler`` until ``quit`` or end of input
+    (shared with the learning benchmark's worker, :mod:`bench.learning_mimir_learn`)."""
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -196,11 +198,15 @@ def main() -> None:
         if req.get("op") == "quit":
             break
         try:
-            out = handle(req)
+            out = handler(req)
         except Exception as exc:  # report, keep serving
             out = {"error": f"{type(exc).__name__}: {exc}"}
         sys.stdout.write(json.dumps(out) + "\n")
         sys.stdout.flush()
+
+
+def main() -> None:
+    serve(handle)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,6 @@ venv, threads=1) for recall; its ``recommend`` is keyword aggregation by design.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,29 +46,14 @@ class MimirLearnAgent:
         self.rng = random.Random(seed)
         home.mkdir(parents=True, exist_ok=True)
         model_dir = prepare_model_dir(home / "model")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env["HF_HUB_OFFLINE"] = "1"
-        self.proc = subprocess.Popen(
-            [str(python), "-I", str(Path(__file__).resolve())],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
+        from .perf import LearnWorker
+
+        self.worker = LearnWorker(python, Path(__file__).resolve())
         info = self.call(op="open", path=str(home / "learn.db"), model_dir=str(model_dir))
         self.version: str = info["version"]
 
     def call(self, **req: Any) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"mimir-learn worker exited (code {self.proc.poll()})")
-        out: dict[str, Any] = json.loads(line)
-        if "error" in out:
-            raise RuntimeError(f"mimir-learn worker: {out['error']}")
-        return out
+        return self.worker.call(**req)
 
     def choose(self, task: Any) -> Any:
         from .learning_agents import Choice
@@ -115,13 +97,7 @@ class MimirLearnAgent:
         )
 
     def close(self) -> None:
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
-        except Exception:
-            self.proc.kill()
+        self.worker.close()
 
 
 def calibration(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -194,18 +170,10 @@ def _worker() -> None:  # pragma: no cover - runs in the side venv
             return {"count": m.count()}
         raise ValueError(f"unknown op {op!r}")
 
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        req = json.loads(line)
-        if req.get("op") == "quit":
-            break
-        try:
-            out = handle(req)
-        except Exception as exc:  # report, keep serving
-            out = {"error": f"{type(exc).__name__}: {exc}"}
-        sys.stdout.write(json.dumps(out) + "\n")
-        sys.stdout.flush()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # -I left the script's folder out
+    from _mimir_learn_worker import serve
+
+    serve(handle)
 
 
 if __name__ == "__main__":

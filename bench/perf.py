@@ -358,11 +358,11 @@ def ensure_learn_venv(create: bool) -> Path | None:
 class LearnWorker:
     """A mimir-learn worker process (its own venv), spoken to in JSON lines."""
 
-    def __init__(self, python: Path) -> None:
+    def __init__(self, python: Path, script: Path = WORKER) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env["HF_HUB_OFFLINE"] = "1"
         self.proc = subprocess.Popen(
-            [str(python), "-I", str(WORKER)],
+            [str(python), "-I", str(script)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

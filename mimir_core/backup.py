@@ -571,6 +571,13 @@ class _Writer:
         found = self.m.store.select(table, sql_in(column, values), [column])
         return {str(r[column]) for r in found}
 
+    def _missing(self, table: str, kind: str, recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The records whose row id ``table`` lacks; the others are counted as present."""
+        have = self._present(table, "id", [r["row"]["id"] for r in recs])
+        fresh = [r for r in recs if r["row"]["id"] not in have]
+        self.report.present[kind] += len(recs) - len(fresh)
+        return fresh
+
     def _experience(self, recs: list[dict[str, Any]]) -> None:
         for r in recs:
             r["exp"] = Experience.model_validate(r["exp"])
@@ -611,9 +618,7 @@ class _Writer:
         from .redact import sanitize
         from .text import fts_text
 
-        have = self._present(LESSONS, "id", [r["row"]["id"] for r in recs])
-        fresh = [r for r in recs if r["row"]["id"] not in have]
-        self.report.present["lesson"] += len(recs) - len(fresh)
+        fresh = self._missing(LESSONS, "lesson", recs)
         if not fresh:
             return
         key = signing_key(self.m)
@@ -686,9 +691,7 @@ class _Writer:
         from .kv import TEXT_SEP
         from .text import fts_text
 
-        have = self._present(KV, "id", [r["row"]["id"] for r in recs])
-        fresh = [r for r in recs if r["row"]["id"] not in have]
-        self.report.present["kv"] += len(recs) - len(fresh)
+        fresh = self._missing(KV, "kv", recs)
         if not fresh:
             return
         todo = [r for r in fresh if r["texts"] and r["vectors"] is None]

@@ -28,8 +28,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -48,6 +46,7 @@ from mimir_core.lessons.sign import load_or_create_key
 from mimir_core.lessons.storage import from_row, select_rows
 from mimir_core.store import EXPERIENCES, TABLES
 from mimir_core.validate import id_for_key
+from tests.s3_server import moto_s3, moto_server
 
 N = int(os.environ.get("MIMIR_STRESS_N", "40"))
 N_S3 = int(os.environ.get("MIMIR_STRESS_N_S3", "10"))
@@ -233,58 +232,13 @@ def test_eight_writers_and_consolidation_share_one_store(tmp_path: Path) -> None
 # -- object storage ------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def s3() -> Iterator[dict[str, str]]:
-    exe = shutil.which("moto_server") or str(BIN / "moto_server")
-    if not Path(exe).exists():
+    exe = moto_server()
+    if exe is None:
         pytest.skip("moto_server is not installed")
-    port = _free_port()
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-    proc = subprocess.Popen(
-        [exe, "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        import boto3
-
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                boto3.client(
-                    "s3",
-                    endpoint_url=endpoint,
-                    aws_access_key_id="testing",
-                    aws_secret_access_key="testing",
-                    region_name="us-east-1",
-                ).create_bucket(Bucket="mimir-stress")
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-        yield {
-            "endpoint": endpoint,
-            "aws_access_key_id": "testing",
-            "aws_secret_access_key": "testing",
-            "region": "us-east-1",
-            "allow_http": "true",
-        }
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
+    with moto_s3("mimir-stress", exe=exe) as options:
+        yield options
 
 
 def test_the_same_on_object_storage(tmp_path: Path, s3: dict[str, str]) -> None:

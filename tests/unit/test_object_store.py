@@ -2,67 +2,21 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from mimir_core import Mimir
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.s3_server import moto_s3, moto_server
 
 
 @pytest.fixture(scope="module")
 def s3() -> Iterator[dict[str, str]]:
-    exe = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
-    port = free_port()
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-    proc = subprocess.Popen(
-        [exe, "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        import boto3
-
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client = boto3.client(
-                    "s3",
-                    endpoint_url=endpoint,
-                    aws_access_key_id="testing",
-                    aws_secret_access_key="testing",
-                    region_name="us-east-1",
-                )
-                client.create_bucket(Bucket="mimir-test")
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-        yield {
-            "endpoint": endpoint,
-            "aws_access_key_id": "testing",
-            "aws_secret_access_key": "testing",
-            "region": "us-east-1",
-            "allow_http": "true",
-        }
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    exe = moto_server()
+    assert exe is not None, "moto_server is part of the dev extra"
+    with moto_s3("mimir-test", exe=exe, wait=30) as options:
+        yield options
 
 
 def test_two_clients_share_one_memory_on_object_storage(s3: dict[str, str], tmp_path: Path) -> None:
