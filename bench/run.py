@@ -40,6 +40,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from bench.versions import versions
+
 RESULTS = Path(__file__).resolve().parent / "results"
 PY = sys.executable
 PARTS = (
@@ -370,26 +372,6 @@ def summarise(parts: dict[str, Any]) -> dict[str, Any]:
     return s
 
 
-def _versions() -> dict[str, Any]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out: dict[str, Any] = {}
-    for name in (
-        "mimir-lessons",
-        "lancedb",
-        "pylance",
-        "pyarrow",
-        "numpy",
-        "fastembed",
-        "onnxruntime",
-    ):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = None
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small configurations (a few minutes)")
@@ -447,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
         "seeds": {"learning": "0..2 (quick) / 0..4 (full)", "perf": 7, "lessons_latency": 7},
         "machine": machine_info(),
-        "versions": _versions(),
+        "versions": versions(),
         "parts": {},
     }
     progress = Progress(len(parts))

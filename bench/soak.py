@@ -49,7 +49,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("LANCE_LOG", "error")
 os.environ.setdefault("LANCEDB_LOG", "error")
 
-from bench.perf import versions
 from bench.synthetic import (
     SyntheticEmbedder,
     log,
@@ -60,6 +59,7 @@ from bench.synthetic import (
     pct,
     timed2,
 )
+from bench.versions import versions
 from mimir_core import Mimir, spool
 from mimir_core.store import EXPERIENCES, TABLES
 

@@ -431,6 +431,61 @@ class Mimir(LessonsMixin):
             tuning=self.recommend_tuning,
         )
 
+    def attempts(
+        self,
+        action: str,
+        *,
+        task: str | None = None,
+        scope: str | None = None,
+        match: str = "exact",
+        min_similarity: float = 0.15,
+        k: int = 20,
+    ) -> list[Hit]:
+        """Past attempts of this very action, newest first: "this command failed 3 times here".
+
+        ``match="exact"``: the same action up to case, punctuation and spacing;
+        ``"signature"``: any shell command with the same tools, subcommands and long flags
+        (:func:`~mimir_core.actions.command_signature`; prose is still compared exactly).
+        With ``task``, only attempts on at least loosely related tasks count (task cosine >=
+        ``min_similarity``; each hit's ``similarity``), so a command failing on an unrelated
+        task elsewhere is not held against it. ``scope``: ``None`` is this instance's project
+        (every project when it has none), ``"*"`` every project, any other string that project.
+        Superseded experiences are left out. Raises :class:`InvalidInputError`.
+        """
+        from .attempts import MATCHES, find_attempts
+        from .redact import sanitize
+        from .validate import MAX_ACTION
+
+        _check_text("action", action)
+        if task is not None:
+            _check_text("task", task)
+        _check_k(k)
+        if match not in MATCHES:
+            raise InvalidInputError(
+                "match", f"must be one of {', '.join(MATCHES)}; got {short(match)}", match
+            )
+        if (
+            isinstance(min_similarity, bool)
+            or not isinstance(min_similarity, (int, float))
+            or not -1.0 <= float(min_similarity) <= 1.0
+        ):
+            raise InvalidInputError(
+                "min_similarity", f"must be a number from -1 to 1; got {short(min_similarity)}"
+            )
+        self._drain_pending()
+        clauses, _prefer = self._scope_filter(self.scope if scope is None else scope)
+        clauses.append("superseded_by IS NULL")
+        stored = sanitize(action.strip(), limit=MAX_ACTION, extra_patterns=self.redact_patterns)
+        return find_attempts(
+            self.store,
+            stored,
+            where=clauses,
+            match="signature" if match == "signature" else "exact",
+            qvec=None if task is None else self.embedder.embed_one(task),
+            min_similarity=float(min_similarity),
+            k=k,
+        )
+
     def recent(self, n: int = 10, *, scope: str | None = None) -> list[Experience]:
         """The ``n`` most recently created experiences, newest first."""
         _check_k(n, "n")

@@ -11,10 +11,12 @@
   ``explore=True`` draws the winner by Thompson sampling instead (other projects' evidence
   worth at most :attr:`RecommendTuning.prior_strength` observations in the draw).
 * ``expected_success`` is the calibrated point estimate: the posterior mean from a prior at
-  the topic's base rate (every action tried on it), where this project's evidence counts in
-  full, other projects' at most as :attr:`RecommendTuning.prior_strength` pseudo-observations
-  (the same fix may not work here), and an action's older outcomes fade once newer ones of it
-  arrive (:attr:`RecommendTuning.recent_half_life`), so drift shows.
+  the topic's base rate (the mean of its actions' rates, each action once), where this
+  project's evidence counts in full, other projects' at most as
+  :attr:`RecommendTuning.prior_strength` pseudo-observations (the same fix may not work here),
+  and an action's older outcomes fade once newer ones of it arrive
+  (:attr:`RecommendTuning.recent_half_life`), so drift shows; times the probability that its
+  closest evidence is the same kind of task at all (:attr:`RecommendTuning.topic_logit`).
 * An action that has only ever failed is never recommended; ``None`` without on-topic evidence.
   With a project scope, "only ever failed" is judged on that project's evidence, including
   failed attempts phrased differently enough to fall below the topic threshold (down to
@@ -66,6 +68,13 @@ class RecommendTuning:
     recent_half_life: float = 8.0
     """In ``expected_success``, an outcome's weight halves with every this many newer outcomes
     of the same action (clock-free recency: stale evidence fades once fresh evidence exists)."""
+    topic_logit: tuple[float, float] = (-8.34, 20.09)
+    """(intercept, slope) of P(same kind of task | task cosine) = 1 / (1 + exp(-(a + b·cos))),
+    fitted by logistic regression on the labelled set (MiniLM; ``bench/data/retrieval_set.json``,
+    24 families): its 1,582 (task, evidence) pairs inside recommend's topic window, each task
+    against the others. Cosine 0.40 -> 0.43, 0.45 -> 0.66, 0.50 -> 0.85, 0.60 -> 0.98.
+    ``expected_success`` counts an action only as likely as its closest evidence is the same kind
+    of task: a command recorded for another kind of task rarely solves this one."""
 
 
 DEFAULT_TUNING = RecommendTuning()
@@ -181,11 +190,18 @@ def scoped_counts(
     return here[0] + scale * other[0], here[1] + scale * other[1]
 
 
-def base_rate(rows: list[dict[str, Any]]) -> float:
-    """The success rate of every on-topic attempt, whatever the action (Jeffreys-smoothed):
-    what an action of this topic achieves before anything is known about it."""
-    s = sum(float(r["score"]) for r in rows)
-    return (0.5 + s) / (1.0 + len(rows))
+def base_rate(clusters: list[ActionCluster]) -> float:
+    """What an action of this topic achieves before anything is known about it: the mean of
+    the on-topic actions' Jeffreys-smoothed success rates, each action counted once. (Pooling
+    every attempt would weight the actions an agent already favours, the ones that work, and
+    overstate what an untested action can expect.)"""
+    if not clusters:
+        return 0.5
+    rates = []
+    for cl in clusters:
+        s, f = cl.counts(weighted=False)
+        rates.append((0.5 + s) / (1.0 + s + f))
+    return sum(rates) / len(rates)
 
 
 def expected_success(
@@ -215,6 +231,13 @@ def expected_success(
     s, f = here[0] + scale * other[0], here[1] + scale * other[1]
     k = tuning.base_strength
     return (k * prior + s) / (k + s + f)
+
+
+def topic_probability(sim: float, tuning: RecommendTuning = DEFAULT_TUNING) -> float:
+    """How likely a past task at cosine ``sim`` is the same kind of task as the new one
+    (:attr:`RecommendTuning.topic_logit`)."""
+    a, b = tuning.topic_logit
+    return 1.0 / (1.0 + math.exp(-(a + b * sim)))
 
 
 def _failed_here(
@@ -358,7 +381,9 @@ def recommend(
         action=best.action,
         confidence=best.confidence,
         expected_success=round(
-            expected_success(best_cl, prefer_scope, base_rate(on_topic), tuning), 6
+            topic_probability(max(1.0 - float(r["_distance"]) for r in best_cl.rows), tuning)
+            * expected_success(best_cl, prefer_scope, base_rate(clusters + loose), tuning),
+            6,
         ),
         successes=best.successes,
         failures=best.failures,

@@ -12,7 +12,10 @@
   active lesson on the same topic (or that the LLM judge says contradicts it) supersedes it once
   it passes the gate: the old one stays on record with ``invalid_at`` set. "Same topic" is
   decided by the task-embedding clustering (never by shared words); a lesson is on a topic when
-  most of its recorded topic members fall into it.
+  most of its recorded topic members fall into it. Likewise a candidate narrowed to some
+  projects (its action went the other way in another, see
+  :func:`~mimir_core.lessons.mine.placements`) supersedes the same lesson served globally or in
+  a contradicting project; it merges only with a lesson of its own scope.
 * **Revisions.** For each active lesson, the evidence recorded *after* it was learned is mined
   on its own, so an action that used to work and now fails is caught without waiting for the
   all-time tally to flip.
@@ -77,6 +80,9 @@ CONTRADICTION_MARGIN = 0.1
 SPREAD_CAP = 0.9
 #: With an LLM judge saying "contradicts", the triggers must still be at least this close.
 SAME_TOPIC_LLM = 0.5
+#: The side of the gate's comparison that holds the alternatives, averaged action by action
+#: (:func:`~mimir_core.lessons.gate.offline_gate`): an ``avoid`` lesson's followers.
+BALANCE = {"avoid": "followed"}
 
 
 @dataclass
@@ -491,12 +497,21 @@ def _decide(
     run_id: str,
 ) -> None:
     """Gate one candidate and plan to merge, supersede or add it."""
-    gate = offline_gate(outcomes(d.kind, d.key, d.sig, d.avec, d.topic))
-    alike = [
+    # A lesson narrowed to some scopes is tested without the scopes that contradict it.
+    evidence = [e for e in d.topic if e.scope not in d.against]
+    gate = offline_gate(
+        outcomes(d.kind, d.key, d.sig, d.avec, evidence, d.groups),
+        balance=BALANCE.get(d.kind, ""),
+    )
+    same = [
         k
         for k in lessons
         if k.valid and _same_action(d, k) and _polarity(d.kind) == _polarity(k.lesson.kind)
     ]
+    # A draft narrowed to one scope (its action went the other way in another) is not the same
+    # lesson as one served elsewhere: it supersedes those (global, or in a contradicting scope).
+    alike = [k for k in same if not d.against or k.lesson.scope == d.scope]
+    narrowed = {k.lesson.id for k in same if d.against and k.lesson.scope in ("", *d.against)}
     twin = next((k for k in alike if k.lesson.status in ("candidate", "active")), None)
     if twin is not None and d.revises is None:
         if twin.lesson.id not in plan.decided:
@@ -515,9 +530,11 @@ def _decide(
         and k.lesson.status == "active"
         and k.lesson.id not in plan.decided
         and (
-            (
+            k.lesson.id in narrowed
+            or (
                 _same_action(d, k)
                 and _polarity(d.kind) != _polarity(k.lesson.kind)
+                and (not d.scope or not k.lesson.scope or d.scope == k.lesson.scope)
                 and _contradiction_on_topic(m, d, k)
             )
             or (

@@ -142,9 +142,26 @@ def followed(lesson_kind: str, did_action: bool) -> bool:
     return not did_action if lesson_kind == "avoid" else did_action
 
 
-def outcomes(kind: str, key: str, sig: str | None, avec: Vec, exps: Sequence[Exp]) -> list[Outcome]:
-    """The topic's experiences as gate outcomes (did each follow the lesson?)."""
-    return [Outcome(e.id, e.score, followed(kind, same_action(key, sig, avec, e))) for e in exps]
+def outcomes(
+    kind: str,
+    key: str,
+    sig: str | None,
+    avec: Vec,
+    exps: Sequence[Exp],
+    groups: dict[str, str] | None = None,
+) -> list[Outcome]:
+    """The topic's experiences as gate outcomes (did each follow the lesson?), each labelled
+    with its action: ``groups[id]`` (the miner's action cluster), else its normalised text."""
+    labels = groups or {}
+    return [
+        Outcome(
+            e.id,
+            e.score,
+            followed(kind, same_action(key, sig, avec, e)),
+            labels.get(e.id, e.key),
+        )
+        for e in exps
+    ]
 
 
 def claim_evidence(

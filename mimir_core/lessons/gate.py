@@ -10,9 +10,17 @@ The statistical choice, in one place:
   ``z · sqrt(var_followed + var_not)`` with z = 1.645 (a one-sided 95% normal approximation to the
   difference of two Betas). The lesson passes when ``lift - noise >= ε`` (ε = 0.05): the lower end
   of the interval beats "no effect" by at least ε. Each group needs at least two experiences.
+* **Alternatives, action by action.** For an ``avoid`` lesson the group that followed it is
+  "everything else that was done", which an agent exploiting its best action fills mostly with
+  that action; pooled, it would make any ordinary action look bad. That side's rate is instead
+  the mean of each alternative action's posterior mean (each action counts once, however often
+  it was tried), with variance ``Σ var / k²`` over its k actions
+  (``offline_gate(balance="followed")``); the consolidation run does this for ``avoid``. So
+  "avoid X" means X is credibly worse than the average other action, not than the best one.
 * **Held out, by two-fold cross-fitting.** Every experience falls in one of two folds by a hash of
   its id (deterministic for a store). A rule "counts" in a fold when that fold alone shows its
-  direction (for ``prefer``: the action did better than the alternatives; for ``avoid``: worse).
+  direction (for ``prefer``: the action did better than the alternatives; for ``avoid``: worse,
+  the alternatives taken action by action as above).
   The experiences of fold B are held-out evidence only if the rule counts in fold A, and vice
   versa. So an effect that shows up in only one half is never validated on the data it came from;
   a rule that replicates in both halves is tested on all of its topic's evidence.
@@ -49,6 +57,8 @@ class Outcome:
     id: str
     score: float
     followed: bool
+    group: str = ""
+    """The action (cluster) the experience took: what :func:`offline_gate` balances over."""
 
 
 def fold_of(ident: str) -> int:
@@ -63,24 +73,51 @@ def _beta(s: float, f: float) -> tuple[float, float]:
     return mean, var
 
 
-def lift_and_noise(followed: Sequence[float], other: Sequence[float]) -> tuple[float, float]:
-    """(difference of posterior means, z × sd of the difference) of two groups of scores."""
-    m1, v1 = _beta(sum(followed), sum(1.0 - x for x in followed))
-    m0, v0 = _beta(sum(other), sum(1.0 - x for x in other))
+#: One side of a comparison: its scores, and the action (cluster) of each when the side is
+#: averaged action by action (``None``: the scores are pooled).
+Side = tuple[Sequence[float], Sequence[str] | None]
+
+
+def _side(
+    scores: Sequence[float], groups: Sequence[str] | None, scale: float = 1.0
+) -> tuple[float, float]:
+    """(posterior mean, variance) of one side's success rate, its tallies scaled by ``scale``.
+
+    Pooled: one Beta posterior. Balanced by action: the mean of each action's posterior mean
+    (each action counts once, however often it was tried), with variance ``Σ var / k²``."""
+    if groups is None:
+        return _beta(scale * sum(scores), scale * sum(1.0 - x for x in scores))
+    by: dict[str, list[float]] = {}
+    for g, x in zip(groups, scores, strict=True):
+        by.setdefault(g, []).append(x)
+    stats = [_beta(scale * sum(v), scale * sum(1.0 - x for x in v)) for v in by.values()]
+    k = len(stats)
+    return sum(m for m, _v in stats) / k, sum(v for _m, v in stats) / (k * k)
+
+
+def lift_and_noise(
+    followed: Sequence[float],
+    other: Sequence[float],
+    *,
+    followed_groups: Sequence[str] | None = None,
+    other_groups: Sequence[str] | None = None,
+) -> tuple[float, float]:
+    """(difference of posterior means, z × sd of the difference) of two groups of scores; a
+    side with ``*_groups`` is averaged action by action (see :func:`_side`)."""
+    m1, v1 = _side(followed, followed_groups)
+    m0, v0 = _side(other, other_groups)
     return m1 - m0, Z * math.sqrt(v1 + v0)
 
 
-def _needed(followed: Sequence[float], other: Sequence[float], epsilon: float) -> int:
-    """More held-out experiences needed to pass if both groups kept their observed rates."""
-    n1, n0 = len(followed), len(other)
-    r1, r0 = sum(followed) / n1, sum(other) / n0
-    share1 = n1 / (n1 + n0)
+def _needed(followed: Side, other: Side, epsilon: float) -> int:
+    """More held-out experiences needed to pass if every group kept its observed rate (the
+    extra experiences shared in proportion to the groups' sizes)."""
+    total = len(followed[0]) + len(other[0])
 
     def passes(extra: int) -> bool:
-        k1 = n1 + extra * share1
-        k0 = n0 + extra * (1.0 - share1)
-        m1, v1 = _beta(r1 * k1, (1 - r1) * k1)
-        m0, v0 = _beta(r0 * k0, (1 - r0) * k0)
+        scale = 1.0 + extra / total
+        m1, v1 = _side(*followed, scale)
+        m0, v0 = _side(*other, scale)
         return (m1 - m0) - Z * math.sqrt(v1 + v0) >= epsilon
 
     if not passes(MAX_NEEDED):
@@ -119,17 +156,25 @@ def _result(
 
 
 def compare(
-    followed: Sequence[float], other: Sequence[float], *, epsilon: float = EPSILON, what: str = ""
+    followed: Sequence[float],
+    other: Sequence[float],
+    *,
+    epsilon: float = EPSILON,
+    what: str = "",
+    followed_groups: Sequence[str] | None = None,
+    other_groups: Sequence[str] | None = None,
 ) -> GateResult:
-    """The gate's verdict on two groups of outcome scores (followed the lesson vs did not)."""
+    """The gate's verdict on two groups of outcome scores (followed the lesson vs did not); a
+    side with ``*_groups`` (each score's action) is averaged action by action."""
     n1, n0 = len(followed), len(other)
+    groups = {"followed_groups": followed_groups, "other_groups": other_groups}
     if n1 < MIN_GROUP or n0 < MIN_GROUP:
         short = []
         if n1 < MIN_GROUP:
             short.append(f"{MIN_GROUP - n1} more that followed it")
         if n0 < MIN_GROUP:
             short.append(f"{MIN_GROUP - n0} more that did not")
-        lift, noise = lift_and_noise(followed, other) if n1 and n0 else (0.0, 0.0)
+        lift, noise = lift_and_noise(followed, other, **groups) if n1 and n0 else (0.0, 0.0)
         return _result(
             lift,
             noise,
@@ -139,7 +184,7 @@ def compare(
             needed=max(MIN_GROUP - n1, 0) + max(MIN_GROUP - n0, 0),
             detail=f"too little {what}evidence: needs {' and '.join(short)}",
         )
-    lift, noise = lift_and_noise(followed, other)
+    lift, noise = lift_and_noise(followed, other, **groups)
     passed = lift - noise >= epsilon
     if passed:
         detail = f"lift {lift:+.2f} ± {noise:.2f} clears ε={epsilon:g} ({n1} vs {n0})"
@@ -148,7 +193,7 @@ def compare(
         detail = f"lift {lift:+.2f} is below ε={epsilon:g}: no evidence that it helps"
         needed = 0
     else:
-        needed = _needed(followed, other, epsilon)
+        needed = _needed((followed, followed_groups), (other, other_groups), epsilon)
         more = f"about {needed} more" if needed else f"more than {MAX_NEEDED} more"
         detail = (
             f"lift {lift:+.2f} ± {noise:.2f} is within the noise band: needs {more} "
@@ -157,29 +202,50 @@ def compare(
     return _result(lift, noise, n1, n0, passed=passed, needed=needed, detail=detail)
 
 
-def _direction_holds(outcomes: Sequence[Outcome]) -> bool:
-    fol = [o.score for o in outcomes if o.followed]
-    oth = [o.score for o in outcomes if not o.followed]
+def _rate(outcomes: Sequence[Outcome], balanced: bool) -> float:
+    """Observed success rate: pooled, or the mean of each action's rate."""
+    if not balanced:
+        return sum(o.score for o in outcomes) / len(outcomes)
+    by: dict[str, list[float]] = {}
+    for o in outcomes:
+        by.setdefault(o.group, []).append(o.score)
+    return sum(sum(v) / len(v) for v in by.values()) / len(by)
+
+
+def _direction_holds(outcomes: Sequence[Outcome], balance: str) -> bool:
+    fol = [o for o in outcomes if o.followed]
+    oth = [o for o in outcomes if not o.followed]
     if not fol or not oth:
         return False
-    return sum(fol) / len(fol) > sum(oth) / len(oth)
+    return _rate(fol, balance == "followed") > _rate(oth, balance == "other")
 
 
-def held_out(outcomes: Sequence[Outcome]) -> list[Outcome]:
+def held_out(outcomes: Sequence[Outcome], *, balance: str = "") -> list[Outcome]:
     """The outcomes that count as held-out evidence under two-fold cross-fitting."""
     folds: tuple[list[Outcome], list[Outcome]] = ([], [])
     for o in outcomes:
         folds[fold_of(o.id)].append(o)
     kept: list[Outcome] = []
     for f in (0, 1):
-        if _direction_holds(folds[f]):
+        if _direction_holds(folds[f], balance):
             kept.extend(folds[1 - f])
     return sorted(kept, key=lambda o: o.id)
 
 
-def offline_gate(outcomes: Sequence[Outcome], *, epsilon: float = EPSILON) -> GateResult:
-    """Gate a lesson on its topic's logged outcomes (cross-fitted; see the module docstring)."""
-    kept = held_out(outcomes)
+def offline_gate(
+    outcomes: Sequence[Outcome], *, epsilon: float = EPSILON, balance: str = ""
+) -> GateResult:
+    """Gate a lesson on its topic's logged outcomes (cross-fitted; see the module docstring).
+
+    ``balance`` names the side that holds the alternatives (``"followed"`` for an ``avoid``
+    lesson, whose followers did anything else; ``"other"`` for ``prefer``): that side's rate is
+    the mean of each alternative action's rate (:attr:`Outcome.group`), not the pooled rate.
+    """
+    if balance not in ("", "followed", "other"):
+        from ..errors import InvalidInputError
+
+        raise InvalidInputError("balance", f"must be '', 'followed' or 'other'; got {balance!r}")
+    kept = held_out(outcomes, balance=balance)
     if not kept:
         total = len(outcomes)
         return GateResult(
@@ -192,11 +258,15 @@ def offline_gate(outcomes: Sequence[Outcome], *, epsilon: float = EPSILON) -> Ga
                 "experience(s) yet: needs more evidence on this task"
             ),
         )
+    fol = [o for o in kept if o.followed]
+    oth = [o for o in kept if not o.followed]
     return compare(
-        [o.score for o in kept if o.followed],
-        [o.score for o in kept if not o.followed],
+        [o.score for o in fol],
+        [o.score for o in oth],
         epsilon=epsilon,
         what="held-out ",
+        followed_groups=[o.group for o in fol] if balance == "followed" else None,
+        other_groups=[o.group for o in oth] if balance == "other" else None,
     )
 
 

@@ -12,12 +12,18 @@
    time gives a ``prefer`` lesson. The rule is worded from the experiences themselves: the
    action as recorded, the topic's most central task as trigger, a recorded reason, the tally,
    and the best alternative (what worked instead, or what failed).
+4. **Scope.** A lesson is global only when no project (experience scope) contradicts it: the
+   action did not go the other way, more often than not, in any project where it was tried.
+   Otherwise it is emitted once per project whose own tally makes it, scoped there, worded
+   with that project's tally, and tested without the contradicting projects' experiences
+   (:func:`placements`): the same fix can work in one repository and fail in another.
 
 Everything is ordered by (created_at, id), so a store always mines to the same candidates.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections import Counter
 from collections.abc import Sequence
@@ -36,6 +42,8 @@ if TYPE_CHECKING:
 
 CONSOLIDATOR = "deterministic-v1"
 MIN_REPEATS = 2
+#: Tries of an action in one scope (project) before its tally there can contradict a lesson.
+MIN_SCOPE_TRIES = 1
 AVOID_MAX_RATE = 0.25
 PREFER_MIN_RATE = 0.75
 #: Above this many experiences, cluster within coarse blocks (bounded O(n²) memory).
@@ -65,6 +73,10 @@ class Draft:
     model: str | None = None
     trigger_from_task: bool = True
     """The trigger is an experience's task verbatim (so ``trigger_vec`` is its embedding)."""
+    groups: dict[str, str] = field(default_factory=dict)
+    """Experience id → its action cluster in the topic (what the gate balances over)."""
+    against: list[str] = field(default_factory=list)
+    """Scopes whose evidence contradicts the rule (the draft is then scoped to another)."""
 
     def ident(self) -> str:
         """A stable id: the same topic and action always give the same lesson id."""
@@ -234,6 +246,51 @@ def _scope(exps: Sequence[Exp]) -> str:
     return next(iter(scopes)) if len(scopes) == 1 else ""
 
 
+def _tally(exps: Sequence[Exp]) -> tuple[float, float]:
+    s = sum(e.score for e in exps)
+    return s, len(exps) - s
+
+
+def placements(cl: ActionCluster) -> list[tuple[str, str, list[str]]]:
+    """Where an action's lesson is served: ``(kind, scope, contradicting scopes)`` each.
+
+    A scope (project) **contradicts** the lesson the action's whole tally makes when, with at
+    least :data:`MIN_SCOPE_TRIES` tries there, the action went the other way more often than not
+    (a ``prefer`` action that mostly failed there, an ``avoid`` one that mostly worked). With no
+    contradiction the lesson is global (``""``), or scoped to the one scope the action was tried
+    in. With one, the same fix works in one project and fails in another: the lesson is emitted
+    once for each scope whose own tally makes it, and never globally (possibly not at all).
+    A scope's own tally never makes a lesson the whole tally does not: one project's streak
+    inside an unremarkable whole is more often luck than context (on the learning benchmark,
+    allowing it added lessons such as 3 of 3 for an action that works 35% of the time)."""
+    members: list[Exp] = [r["exp"] for r in cl.rows]
+    kind = kind_of(cl)
+    if kind is None:
+        return []
+    by: dict[str, list[Exp]] = {}
+    for e in members:
+        by.setdefault(e.scope, []).append(e)
+    tallies = {sc: _tally(exps) for sc, exps in sorted(by.items())}
+    against = [
+        sc
+        for sc, (s, f) in tallies.items()
+        if s + f >= MIN_SCOPE_TRIES and (s > f if kind == "avoid" else f > s)
+    ]
+    if not against:
+        return [(kind, _scope(members), [])]
+    return [
+        (kind, sc, against) for sc, t in tallies.items() if sc not in against and _kind(*t) == kind
+    ]
+
+
+def _in_scope(cl: ActionCluster, scope: str) -> ActionCluster:
+    """The part of an action cluster recorded in one scope (to word a scoped rule)."""
+    keep = [i for i, r in enumerate(cl.rows) if r["exp"].scope == scope]
+    return dataclasses.replace(
+        cl, rows=[cl.rows[i] for i in keep], weights=[cl.weights[i] for i in keep]
+    )
+
+
 def action_clusters(topic: Sequence[Exp]) -> list[ActionCluster]:
     """The topic's actions, equivalent phrasings pooled by recommend's clustering, within each
     command signature (so ``npm install`` and ``npm install --force`` stay apart).
@@ -252,7 +309,10 @@ def action_clusters(topic: Sequence[Exp]) -> list[ActionCluster]:
 
 def kind_of(cl: ActionCluster) -> str | None:
     """``avoid``, ``prefer`` or ``None`` for an action cluster's tally."""
-    s, f = cl.counts(weighted=False)
+    return _kind(*cl.counts(weighted=False))
+
+
+def _kind(s: float, f: float) -> str | None:
     n = s + f
     if n <= 0:
         return None
@@ -268,42 +328,44 @@ def mine(topic: Sequence[Exp], *, trigger_exps: Sequence[Exp] | None = None) -> 
     if len(topic) < MIN_REPEATS:
         return []
     clusters = action_clusters(topic)
-    kinds = [(cl, kind_of(cl)) for cl in clusters]
-    if not any(k for _cl, k in kinds):
+    places = [(cl, placements(cl)) for cl in clusters]
+    if not any(p for _cl, p in places):
         return []
     center = medoid(trigger_exps or topic)
+    groups = {r["id"]: str(i) for i, cl in enumerate(clusters) for r in cl.rows}
 
-    winners = [cl for cl, _k in kinds if cl.counts(weighted=False)[0] > 0]
+    winners = [cl for cl in clusters if cl.counts(weighted=False)[0] > 0]
     strength = {id(c): lower_bound(*c.counts(weighted=False)) for c in winners}
     best = max(winners, key=lambda c: (strength[id(c)], -c.rows[0]["created_at"]), default=None)
-    losers = [cl for cl, _k in kinds if cl.counts(weighted=False)[1] > 0]
+    losers = [cl for cl in clusters if cl.counts(weighted=False)[1] > 0]
     worst = max(
         losers,
         key=lambda c: c.counts(weighted=False)[1] - c.counts(weighted=False)[0],
         default=None,
     )
     drafts: list[Draft] = []
-    for cl, kind in kinds:
-        if kind is None:
-            continue
-        alt = best if kind == "avoid" else worst
-        if alt is cl or (alt is not None and kind_of(alt) == kind):
-            alt = None
-        rule, quoted = word_rule(kind, cl, center.task, alt)
-        members: list[Exp] = [r["exp"] for r in cl.rows]
-        drafts.append(
-            Draft(
-                kind=kind,
-                action=cl.label(),
-                key=cl.key,
-                sig=command_signature(cl.label()),
-                avec=cl.vector,
-                trigger=center.task,
-                trigger_vec=center.vec,
-                scope=_scope(members),
-                topic=list(topic),
-                rule=rule,
-                quoted_ids=quoted,
+    for cl, where in places:
+        for kind, scope, against in where:
+            alt = best if kind == "avoid" else worst
+            if alt is cl or (alt is not None and kind_of(alt) == kind):
+                alt = None
+            said = _in_scope(cl, scope) if against else cl
+            rule, quoted = word_rule(kind, said, center.task, alt)
+            drafts.append(
+                Draft(
+                    kind=kind,
+                    action=cl.label(),
+                    key=cl.key,
+                    sig=command_signature(cl.label()),
+                    avec=cl.vector,
+                    trigger=center.task,
+                    trigger_vec=center.vec,
+                    scope=scope,
+                    topic=list(topic),
+                    rule=rule,
+                    quoted_ids=quoted,
+                    groups=groups,
+                    against=against,
+                )
             )
-        )
     return drafts

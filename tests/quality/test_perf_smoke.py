@@ -59,7 +59,7 @@ def test_perf_quick_run_reports_every_section(tmp_path: Path) -> None:
     ):
         assert key in res, key
     assert res["machine"]["cores"] >= 1 and res["machine"]["python"]
-    assert res["versions"]["lancedb"] != "?"
+    assert res["versions"]["lancedb"] is not None
     (size,) = [str(s) for s in res["config"]["sizes"]]
     label = "2k" if size == "2000" else size
     assert res["load"][label]["rows"] == 2000 and _positive(res["load"][label]["load_rows_per_s"])

@@ -339,3 +339,48 @@ def test_too_little_evidence_stays_a_candidate_with_what_it_needs(
     cand = m.get_lesson(report.pending[0])
     assert cand.status == "candidate" and cand.gate.needed > 0 and "needs" in cand.gate.detail
     assert m.lessons("renew the staging certificate") == []
+
+
+IMPORT_TASKS = (
+    "fix the import error for {x}",
+    "python can't import {x} after checkout",
+    "ModuleNotFoundError: No module named '{x}' when running the app",
+)
+
+
+def import_history(m: Mimir, scope: str, action: str, outcomes: str, prefix: str) -> None:
+    """Tries of ``action`` on import errors in project ``scope`` (``outcomes``: "1" a success)."""
+    rows = [
+        (
+            IMPORT_TASKS[i % 3].format(x=f"pkg{i}"),
+            action,
+            "success" if o == "1" else "failure",
+            "ok" if o == "1" else "no setup.py or pyproject found",
+        )
+        for i, o in enumerate(outcomes)
+    ]
+    record(m, rows, prefix=f"{prefix}-{scope}", start=T0, scope=scope)
+
+
+def test_a_fix_that_fails_in_one_project_is_only_taught_where_it_works(
+    home: Path, fast_embedder: object
+) -> None:
+    m = Mimir(home, embedder=fast_embedder, auto_consolidate=False)  # type: ignore[arg-type]
+    for scope in ("api", "web"):
+        import_history(m, scope, "pip install -e .", "111", "pip")
+        import_history(m, scope, "export PYTHONPATH=src", "00", "path")
+    first = m.consolidate()
+    pip = [m.get_lesson(i) for i in first.admitted if m.get_lesson(i).action == "pip install -e ."]
+    assert [(le.kind, le.scope) for le in pip] == [("prefer", "")]  # it worked everywhere tried
+    # Then it fails in a third project: served there, it would hurt.
+    import_history(m, "data", "pip install -e .", "0", "pip")
+    import_history(m, "data", "export PYTHONPATH=src", "0", "path")
+    second = m.consolidate()
+    now = [le for le in m.list_lessons(status="active") if le.action == "pip install -e ."]
+    assert sorted((le.kind, le.scope) for le in now) == [("prefer", "api"), ("prefer", "web")]
+    assert m.get_lesson(pip[0].id).status == "superseded" and pip[0].id in second.superseded
+    assert not [
+        le
+        for le in m.lessons("fix the import error for etl", scope="data")
+        if le.action == "pip install -e ." and le.kind == "prefer"
+    ]

@@ -121,3 +121,42 @@ def test_breaker_trips_only_when_the_lesson_credibly_hurts() -> None:
     assert not breaker([0.0], [1.0, 1.0, 1.0])[0]  # one bad outcome is not evidence
     assert not breaker([1.0, 0.0, 1.0], [1.0, 0.0, 1.0, 0.0])[0]
     assert not breaker([1.0, 1.0, 1.0], [0.0, 0.0, 0.0])[0]
+
+
+def _tries(action: str, successes: int, n: int, prefix: str) -> list[tuple[str, str, float]]:
+    """(id, action, score) of ``n`` tries of ``action``, half in each fold, successes first."""
+    ids = [i for pair in zip(ids_in_fold(0, n), ids_in_fold(1, n), strict=True) for i in pair]
+    return [(f"{prefix}{i}", action, 1.0 if k < successes else 0.0) for k, i in enumerate(ids[:n])]
+
+
+def test_avoid_is_judged_against_the_alternatives_action_by_action() -> None:
+    # The agent exploits the one action that always works (20 tries); the two others it tried
+    # always failed. The avoided action failed 3 of 4: worse than the pooled alternatives (mostly
+    # the best action), but not credibly worse than the average alternative action.
+    alternatives = _tries("best", 20, 20, "b") + _tries("c", 0, 4, "c") + _tries("d", 0, 4, "d")
+    scores = [s for _i, _a, s in alternatives]
+    groups = [a for _i, a, _s in alternatives]
+    avoided = [1.0, 0.0, 0.0, 0.0]
+    assert compare(scores, avoided).passed
+    balanced = compare(scores, avoided, followed_groups=groups)
+    assert not balanced.passed and balanced.lift < compare(scores, avoided).lift
+    assert balanced.needed > 0 and "noise band" in balanced.detail
+    # The same through the cross-fitted gate: an avoid lesson's followers are the alternatives.
+    outs = [Outcome(i, s, True, a) for i, a, s in alternatives]
+    outs += [Outcome(i, s, False, "x") for i, _a, s in _tries("x", 1, 4, "x")]
+    assert offline_gate(outs).passed
+    assert not offline_gate(outs, balance="followed").passed
+    # An action that always fails stays worse than the average alternative.
+    trap = [o for o in outs if o.followed]
+    trap += [Outcome(i, 0.0, False, "x") for i, _a, _s in _tries("x", 0, 6, "t")]
+    assert offline_gate(trap, balance="followed").passed
+    with pytest.raises(InvalidInputError, match="balance"):
+        offline_gate(outs, balance="both")
+
+
+def test_a_balanced_side_weighs_each_action_once() -> None:
+    # Ten tries of one action and one try of another count as two actions, not eleven tries.
+    lift, _ = lift_and_noise([1.0] * 10 + [0.0], [0.5] * 4, followed_groups=["a"] * 10 + ["b"])
+    pooled, _ = lift_and_noise([1.0] * 10 + [0.0], [0.5] * 4)
+    assert lift < pooled
+    assert abs((lift + 0.5) - (10.5 / 11 + 0.5 / 2) / 2) < 1e-9

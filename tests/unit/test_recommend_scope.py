@@ -110,3 +110,39 @@ def test_expected_success_follows_drift(home: Path, fast_embedder: object) -> No
     assert rec is not None and rec.expected_success is not None
     mean = (0.5 + 12) / (1 + 20)  # the all-time posterior mean, 0.60
     assert rec.expected_success < mean - 0.15, rec
+
+
+def test_the_base_rate_counts_each_action_once() -> None:
+    # An agent that found what works repeats it; pooled per attempt, the topic's base rate
+    # would be that action's rate, and every barely tried action would inherit it.
+    import numpy as np
+
+    from mimir_core.recommend import ActionCluster, base_rate
+
+    def cluster(successes: int, failures: int) -> ActionCluster:
+        rows = [{"score": 1.0}] * successes + [{"score": 0.0}] * failures
+        vec = np.zeros(4, dtype=np.float32)
+        return ActionCluster(
+            vector=vec, key=f"{successes}-{failures}", rows=rows, weights=[1.0] * len(rows)
+        )
+
+    favoured, dud = cluster(18, 2), cluster(0, 2)
+    assert base_rate([favoured, dud]) == pytest.approx(((18.5 / 21) + (0.5 / 3)) / 2)
+    assert base_rate([favoured, dud]) < 0.55  # pooled per attempt it would be 18.5 / 23 = 0.80
+    assert base_rate([]) == 0.5
+
+
+def test_evidence_from_another_kind_of_task_counts_only_as_likely_as_it_is_the_same(
+    home: Path, fast_embedder: object
+) -> None:
+    from mimir_core.recommend import topic_probability
+
+    probs = [topic_probability(c) for c in (0.3, 0.4, 0.45, 0.5, 0.6, 0.8)]
+    assert probs == sorted(probs) and probs[0] < 0.1 and probs[-1] > 0.99
+    m = _m(home, fast_embedder, "web-app")
+    _rec(m, [("fix the import error for settings", FIX, "success")] * 6, "near")
+    near = m.recommend("fix the import error for models")
+    assert near is not None and near.expected_success is not None
+    far = m.recommend("fix the export error for reports")  # cosine 0.46: another kind of task
+    assert far is not None and far.expected_success is not None and far.action == FIX
+    assert far.expected_success < near.expected_success - 0.2, (far, near)
