@@ -85,11 +85,11 @@ def test_recommend_is_never_overconfident(figures: dict[str, Any]) -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="measured ECE 0.058 of recommend's expected_success over all 215 recommendations "
-    "(each against what its action did on that task, followed or not; 0.073 against the hidden "
+    "(each against what its action did on that task, followed or not; 0.064 against the hidden "
     "rates), down from 0.129 (action-balanced base rate, P(same kind of task) from the "
-    "labelled set). At this size a perfectly calibrated estimate averages about 0.05 (0.029 at "
-    "1,000): 3 x 240 tasks measured 0.044-0.047, held-out seeds 3-4 x 400 0.076 before the "
-    "repeat and lesson changes. The residual: drift (a command's rate falls halfway) and "
+    "labelled set, outcomes of alike tasks counted with diminishing returns). At this size a "
+    "perfectly calibrated estimate averages about 0.05 (0.029 at 1,000); held-out seeds "
+    "3-4 x 400 tasks: 0.050. The residual: drift (a command's rate falls halfway) and "
     "commands that work in one repo only",
 )
 def test_recommend_confidence_calibration_error(figures: dict[str, Any]) -> None:
