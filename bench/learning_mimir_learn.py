@@ -110,13 +110,6 @@ def calibration(runs: list[dict[str, Any]]) -> dict[str, Any]:
     from .learning import _calibration
 
     said = [x["said"] for r in runs for x in r["log"].get(ARM, []) if x.get("said")]
-    if not said:  # an older run: only the followed picks were logged
-        said = [
-            {"expected": x["posterior_mean"], "confidence": x["confidence"], **x}
-            for r in runs
-            for x in r["log"].get(ARM, [])
-            if x["source"] == "recommend" and x["posterior_mean"] is not None
-        ]
     means = [(s["expected"], s["success"], s["rate"]) for s in said]
     bounds = [(s["confidence"], s["success"], s["rate"]) for s in said]
     return {**_calibration(means), "lower_bound": _calibration(bounds)}

@@ -83,7 +83,6 @@ class Attempt:
     success: bool
     reason: str
     seconds: float = 0.0
-    lesson_ids: list[str] = field(default_factory=list)
 
 
 def _reason(stderr: str, limit: int = 400) -> str:
@@ -157,13 +156,56 @@ def memory_for(m: Any, task: LiveTask) -> tuple[str, list[str]]:
     from mimir_core.render import render_hits
     from mimir_core.tools import fence
 
-    text = f"{task.function} in {task.module}.py: {task.prompt}"
-    block = m.context(text)
-    hits = m.recall(text, k=3)
-    ids = [le.id for le in m.lessons(text, k=3)] if block else []
+    block = m.context(task.text)
+    hits = m.recall(task.text, k=3)
+    ids = [le.id for le in m.lessons(task.text, k=3)] if block else []
     if hits:
-        block = "\n\n".join(p for p in (block, fence(render_hits(hits, text), "recall")) if p)
+        block = "\n\n".join(p for p in (block, fence(render_hits(hits, task.text), "recall")) if p)
     return block, ids
+
+
+@dataclass
+class Trial:
+    """One trial: both arms on one task order, WARM with its own fresh store."""
+
+    number: int
+    cfg: argparse.Namespace
+    client: Any
+    meter: Meter
+    root: Path
+    m: Any
+    log: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"cold": [], "warm": []})
+    admitted: list[str] = field(default_factory=list)
+
+    def solve(self, i: int, task: LiveTask) -> None:
+        """Both arms on one task; WARM records what happened (and consolidates every N)."""
+        for arm in ("cold", "warm"):
+            memory, lesson_ids = memory_for(self.m, task) if arm == "warm" else ("", [])
+            work = self.root / f"t{self.number}-{i}-{arm}"
+            got = attempt(self.client, self.cfg.model, self.meter, task, memory, work)
+            self.log[arm].append(
+                {
+                    "task": task.function,
+                    "family": task.family,
+                    "success": got.success,
+                    "approach": got.approach,
+                    "reason": got.reason,
+                    "memory_chars": len(memory),
+                    "seconds": round(got.seconds, 3),
+                }
+            )
+        self.m.record(  # what WARM (the loop's last arm) tried
+            task.text,
+            got.approach,
+            "success" if got.success else "failure",
+            reason=got.reason or None,
+            context={"family": task.family, "file": f"{task.module}.py"},
+            recalled_lesson_ids=lesson_ids or None,
+            source="bench-live",
+            idempotency_key=f"live-{self.cfg.seed}-{self.number}-{i}",
+        )
+        if (i + 1) % self.cfg.consolidate_every == 0:
+            self.admitted += self.m.consolidate().admitted
 
 
 def run_trial(
@@ -173,61 +215,17 @@ def run_trial(
 
     rng = random.Random(cfg.seed + trial)
     order = [t for _ in range(cfg.rounds) for t in rng.sample(list(TASKS), len(TASKS))]
-    m = Mimir(
-        root / f"trial-{trial}" / "home",
-        embedder=embedder,
-        scope="live-repo",
-        auto_consolidate=False,
-    )
-    log: dict[str, list[dict[str, Any]]] = {"cold": [], "warm": []}
-    admitted: list[str] = []
+    home = root / f"trial-{trial}" / "home"
+    m = Mimir(home, embedder=embedder, scope="live-repo", auto_consolidate=False)
+    run = Trial(trial, cfg, client, meter, root, m)
     stopped = None
     try:
-        _walk(m, order, trial, cfg, client, meter, root, log, admitted)
-    except CostCapReached as exc:
+        for i, task in enumerate(order):
+            run.solve(i, task)
+            print(f"  trial {trial}: {i + 1}/{len(order)}", file=sys.stderr)
+    except CostCapReached as exc:  # what was done so far is kept
         stopped = str(exc)
-    return {"trial": trial, "log": log, "lessons_admitted": admitted, "stopped": stopped}
-
-
-def _walk(
-    m: Any,
-    order: list[LiveTask],
-    trial: int,
-    cfg: argparse.Namespace,
-    client: Any,
-    meter: Meter,
-    root: Path,
-    log: dict[str, list[dict[str, Any]]],
-    admitted: list[str],
-) -> None:
-    for i, task in enumerate(order):
-        for arm in ("cold", "warm"):
-            memory, lesson_ids = memory_for(m, task) if arm == "warm" else ("", [])
-            got = attempt(client, cfg.model, meter, task, memory, root / f"t{trial}-{i}-{arm}")
-            log[arm].append(
-                {
-                    "task": task.function,
-                    "family": task.family,
-                    "success": got.success,
-                    "approach": got.approach,
-                    "reason": got.reason,
-                    "memory_chars": len(memory),
-                }
-            )
-            if arm == "warm":
-                m.record(
-                    f"{task.function} in {task.module}.py: {task.prompt}",
-                    got.approach,
-                    "success" if got.success else "failure",
-                    reason=got.reason or None,
-                    context={"family": task.family, "file": f"{task.module}.py"},
-                    recalled_lesson_ids=lesson_ids or None,
-                    source="bench-live",
-                    idempotency_key=f"live-{cfg.seed}-{trial}-{i}",
-                )
-                if (i + 1) % cfg.consolidate_every == 0:
-                    admitted += m.consolidate().admitted
-        print(f"  trial {trial}: {i + 1}/{len(order)}", file=sys.stderr)
+    return {"trial": trial, "log": run.log, "lessons_admitted": run.admitted, "stopped": stopped}
 
 
 def summarise(trials: list[dict[str, Any]]) -> dict[str, Any]:

@@ -23,6 +23,11 @@ class LiveTask:
     stub: str
     test: str
 
+    @property
+    def text(self) -> str:
+        """The task as memory records and recalls it."""
+        return f"{self.function} in {self.module}.py: {self.prompt}"
+
 
 def _stub(function: str, args: str, doc: str) -> str:
     return f'def {function}({args}):\n    """{doc}"""\n    raise NotImplementedError\n'

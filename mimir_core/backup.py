@@ -371,7 +371,7 @@ class _Reader:
         return [float(x) for x in value]
 
     def _experience(self, obj: dict[str, Any]) -> dict[str, Any]:
-        from .validate import _optional_id, build_experience
+        from .validate import RECORD_FIELDS, _optional_id, build_experience
 
         allowed = set(Experience.model_fields) | {"kind", "vector", "action_vector"}
         unknown = sorted(set(obj) - allowed)
@@ -383,19 +383,7 @@ class _Reader:
         if obj.get("created_at") is None:
             raise InvalidInputError("created_at", "is missing")
         exp = build_experience(
-            task=obj.get("task"),
-            action=obj.get("action"),
-            outcome=obj.get("outcome"),
-            score=obj.get("score"),
-            reason=obj.get("reason"),
-            context=obj.get("context"),
-            scope=obj.get("scope"),
-            source=obj.get("source"),
-            session_id=obj.get("session_id"),
-            thread_id=obj.get("thread_id"),
-            recalled_lesson_ids=obj.get("recalled_lesson_ids"),
-            created_at=obj.get("created_at"),
-            idempotency_key=obj.get("idempotency_key"),
+            **{name: obj.get(name) for name in RECORD_FIELDS},
             extra_patterns=self.m.redact_patterns,
         )
         exp.id = ident

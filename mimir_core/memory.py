@@ -43,7 +43,7 @@ from .types import (
     Recommendation,
     Stats,
 )
-from .validate import build_experience, normalize_outcome, normalize_time
+from .validate import RECORD_FIELDS, build_experience, normalize_outcome, normalize_time
 
 log = logging.getLogger("mimir")
 
@@ -240,12 +240,12 @@ class Mimir(LessonsMixin):
                     raise InvalidInputError(f"items[{i}].{required}", "is required")
             if isinstance(item, Experience):
                 data["idempotency_key"] = data.get("idempotency_key") or item.id
-            unknown = set(data) - _RECORD_FIELDS - _EXPERIENCE_ONLY
+            unknown = set(data) - RECORD_FIELDS - _EXPERIENCE_ONLY
             if unknown:
                 raise InvalidInputError(sorted(unknown)[0], "is not an experience field")
             if data.get("scope") is None and self.scope is not None:
                 data["scope"] = self.scope
-            fields = {k: v for k, v in data.items() if k in _RECORD_FIELDS}
+            fields = {k: v for k, v in data.items() if k in RECORD_FIELDS}
             exps.append(build_experience(**fields, extra_patterns=self.redact_patterns))
         if not exps:
             return []
@@ -657,21 +657,4 @@ class Mimir(LessonsMixin):
         self.close()
 
 
-_RECORD_FIELDS = frozenset(
-    {
-        "task",
-        "action",
-        "outcome",
-        "score",
-        "reason",
-        "context",
-        "scope",
-        "source",
-        "session_id",
-        "thread_id",
-        "recalled_lesson_ids",
-        "created_at",
-        "idempotency_key",
-    }
-)
 _EXPERIENCE_ONLY = frozenset({"id", "superseded_by", "embed_model"})

@@ -126,6 +126,26 @@ def id_for_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
+#: The arguments of :func:`build_experience` that an experience's fields supply.
+RECORD_FIELDS = frozenset(
+    {
+        "task",
+        "action",
+        "outcome",
+        "score",
+        "reason",
+        "context",
+        "scope",
+        "source",
+        "session_id",
+        "thread_id",
+        "recalled_lesson_ids",
+        "created_at",
+        "idempotency_key",
+    }
+)
+
+
 def build_experience(
     *,
     task: object,

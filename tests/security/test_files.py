@@ -27,6 +27,16 @@ TOKEN = "sec-token-0123456789abcdef"
 PRIVATE_DIRS = ("", "store", "keys", "locks", "logs", "digest")
 
 
+#: A Claude Code failed tool call, as its PostToolUseFailure hook receives it.
+FAILED_CALL = {
+    "session_id": "s1",
+    "hook_event_name": "PostToolUseFailure",
+    "tool_name": "Bash",
+    "tool_input": {"command": "make deploy"},
+    "error": "Exit code 2",
+}
+
+
 def mode(p: Path) -> int:
     return stat.S_IMODE(p.lstat().st_mode)
 
@@ -49,14 +59,7 @@ def test_home_key_store_spool_and_logs_are_private(home: Path) -> None:
         insert(m, [lesson.model_copy(update={"status": "active"})], actor="t", event="admitted")
         m.store.update(LESSONS, "id = 'les_x'", {"rule": "tampered"})
         assert m.lessons("deploy the api") == []  # writes logs/lessons.log
-        payload = {
-            "session_id": "s1",
-            "hook_event_name": "PostToolUseFailure",
-            "tool_name": "Bash",
-            "tool_input": {"command": "make deploy"},
-            "error": "Exit code 2",
-        }
-        run_hook_inprocess(home, ["claude-code"], json.dumps(payload).encode())  # spool
+        run_hook_inprocess(home, ["claude-code"], json.dumps(FAILED_CALL).encode())  # spool
         run_hook_inprocess(home, ["claude-code"], b"{broken")  # logs/hooks.log
         m.close()
     spool_root = home / "spool"
@@ -81,15 +84,8 @@ def loose_paths(home: Path, *, dirs: bool) -> list[str]:
 
 
 def test_spool_directories_are_0700_whatever_the_umask(home: Path) -> None:
-    payload = {
-        "session_id": "s1",
-        "hook_event_name": "PostToolUseFailure",
-        "tool_name": "Bash",
-        "tool_input": {"command": "make deploy"},
-        "error": "Exit code 2",
-    }
     with permissive_umask():
-        run_hook_inprocess(home, ["claude-code"], json.dumps(payload).encode())
+        run_hook_inprocess(home, ["claude-code"], json.dumps(FAILED_CALL).encode())
     assert (home / "spool").is_dir()
     assert loose_paths(home, dirs=True) == []
 
