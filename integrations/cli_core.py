@@ -1,4 +1,4 @@
-"""Core subcommands: demo, record, recall, recommend, stats, doctor, reindex."""
+"""Core subcommands: demo, record, recall, recommend, attempts, stats, doctor, reindex."""
 
 from __future__ import annotations
 
@@ -42,6 +42,14 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--scope")
     p.add_argument("--seed", type=int)
     p.set_defaults(handler=cmd_recommend)
+
+    p = sub.add_parser("attempts", parents=[common], help="earlier tries of one action")
+    p.add_argument("action")
+    p.add_argument("--task", help="leave out attempts on unrelated tasks")
+    p.add_argument("--match", default="exact", help="exact or signature")
+    p.add_argument("-k", type=int, default=20)
+    p.add_argument("--scope", help="a project, or * for every project")
+    p.set_defaults(handler=cmd_attempts)
 
     p = sub.add_parser("stats", parents=[common], help="summarise the store")
     p.set_defaults(handler=cmd_stats)
@@ -116,6 +124,15 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     m = open_mimir(args)
     rec = m.recommend(args.task, explore=args.explore, scope=args.scope, seed=args.seed)
     emit(args, rec, lambda: render_recommendation(rec, args.task))
+    return 0
+
+
+def cmd_attempts(args: argparse.Namespace) -> int:
+    from mimir_core.render import render_attempts
+
+    m = open_mimir(args)
+    hits = m.attempts(args.action, task=args.task, scope=args.scope, match=args.match, k=args.k)
+    emit(args, hits, lambda: render_attempts(hits, args.action))
     return 0
 
 

@@ -39,6 +39,20 @@ def render_hits(hits: Sequence[Hit], query: str) -> str:
     return "\n".join(parts)
 
 
+def render_attempts(hits: Sequence[Hit], action: str) -> str:
+    """An action's past attempts, newest first, with the tally up front."""
+    if not hits:
+        return f"No earlier attempt of {action!r} is recorded here."
+    worked = sum(h.experience.score for h in hits)
+    parts = [
+        f"{action!r} was tried {len(hits)} time(s) before: worked {worked:g}, "
+        f"failed {len(hits) - worked:g} (newest first):"
+    ]
+    for i, hit in enumerate(hits, 1):
+        parts.append(f"{i}. " + render_experience(hit.experience))
+    return "\n".join(parts)
+
+
 def render_recommendation(rec: Recommendation | None, task: str) -> str:
     """A recommendation with its confidence, evidence and the alternatives considered."""
     if rec is None:

@@ -43,6 +43,8 @@ BAD_ARGUMENTS: tuple[tuple[str, dict[str, Any], str], ...] = (
     ("recall_experiences", {"query": "x", "outcome": "win"}, "outcome: must be one of"),
     ("recall_experiences", {"query": "x", "bogus": 1}, "bogus: is not an argument"),
     ("recommend_action", {"task": "x", "explore": "maybe"}, "explore: must be true or false"),
+    ("past_attempts", {"action": "make", "match": "fuzzy"}, "match: must be one of"),
+    ("past_attempts", {"task": "x"}, "action: is required"),
     ("record_experience", {"task": "t", "action": "a"}, "outcome: is required"),
     (
         "record_experience",
@@ -278,6 +280,17 @@ def check_tool_contract(
         if structured and not data["recommended"]:
             raise ContractViolation(f"recommend data: {data}")
 
+    def attempts() -> None:
+        failed = f"kubectl apply -f billing-{tag}.yaml"
+        text, data = run.call("past_attempts", {"action": failed, "task": task})
+        if "failed 1" not in text or FAKE_SECRET in text:
+            raise ContractViolation(f"past_attempts lacks the failure or leaks: {text[:400]}")
+        if structured and [h["outcome"] for h in data["attempts"]] != ["failure"]:
+            raise ContractViolation(f"past_attempts data: {data}")
+        text, data = run.call("past_attempts", {"action": f"terraform destroy {tag}"})
+        if "No earlier attempt" not in text or (structured and data["attempts"]):
+            raise ContractViolation(f"an untried action has attempts: {text[:300]}")
+
     def recent_and_stats() -> None:
         _t, data = run.call("recent_experiences", {"n": 3})
         if structured and len(data["experiences"]) != 3:
@@ -347,6 +360,7 @@ def check_tool_contract(
     run.check("record", record)
     run.check("recall", recall)
     run.check("recommend", recommend)
+    run.check("attempts", attempts)
     run.check("recent_and_stats", recent_and_stats)
     run.check("bad_arguments", bad_arguments)
     run.check("caps", caps)

@@ -63,6 +63,25 @@ class RecommendActionArgs(BaseModel):
     scope: str | None = Field(None, description=_SCOPE_READ)
 
 
+class PastAttemptsArgs(BaseModel):
+    model_config = _Args
+    action: str = Field(
+        min_length=1,
+        description="The exact command or change you are about to try (or just tried).",
+    )
+    task: str | None = Field(
+        None,
+        description="The task it is for; attempts on unrelated tasks are then left out.",
+    )
+    match: Literal["exact", "signature"] = Field(
+        "exact",
+        description="exact: the same action up to case and spacing; signature: any shell "
+        "command with the same tools, subcommands and long flags.",
+    )
+    k: Count = Field(20, ge=1, le=MAX_K, description="How many attempts to return at most.")
+    scope: str | None = Field(None, description=_SCOPE_READ)
+
+
 Goal = Annotated[str, Field(min_length=1, description="The goal, in one short sentence.")]
 Tried = Annotated[
     str, Field(min_length=1, description="What you did: the exact command or change.")
@@ -204,6 +223,15 @@ class RecallOutput(_RecalledOutput):
     hits: list[HitData]
 
 
+class AttemptsOutput(_RecalledOutput):
+    action: str
+    successes: float
+    """Sum of the attempts' scores (a partial outcome counts by its score)."""
+    failures: float
+    attempts: list[HitData]
+    """Newest first; ``relevance`` is the task cosine when a task was given."""
+
+
 class RecommendOutput(_RecalledOutput):
     task: str
     recommended: bool
@@ -238,6 +266,7 @@ class ConsolidateOutput(_Output):
     merged: list[str] = Field(default_factory=list)
     superseded: list[str] = Field(default_factory=list)
     quarantined: list[str] = Field(default_factory=list)
+    faded: list[str] = Field(default_factory=list)
     pending: list[str] = Field(default_factory=list)
     seconds: float = 0.0
 

@@ -25,12 +25,19 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from pydantic import BaseModel, Field
 
 from .errors import InvalidInputError, MimirError, NotFoundError
-from .render import render_experience, render_hits, render_recommendation, render_stats
+from .render import (
+    render_attempts,
+    render_experience,
+    render_hits,
+    render_recommendation,
+    render_stats,
+)
 from .tool_io import cap_data, cap_text, validate_arguments
 from .tool_models import (
     MAX_K,
     MEMORY_NOTE,
     AlternativeData,
+    AttemptsOutput,
     ConsolidateArgs,
     ConsolidateOutput,
     ExperienceData,
@@ -43,6 +50,7 @@ from .tool_models import (
     LessonOutput,
     LessonsOutput,
     MemoryStatsArgs,
+    PastAttemptsArgs,
     PinLessonArgs,
     QuarantineLessonArgs,
     RecallExperiencesArgs,
@@ -102,7 +110,8 @@ AGENT_INSTRUCTIONS = """\
 Mimir is your memory of earlier attempts: what was tried for a task and how it turned out.
 - When you start a task, call recall_lessons with the task; for anything non-trivial, or when an
   error looks familiar, also call recall_experiences with the task or the exact error message.
-- Before choosing between approaches, call recommend_action with the task.
+- Before choosing between approaches, call recommend_action with the task; before running a
+  command you may have tried before, call past_attempts with it.
 - Once an attempt's outcome is known, record it: record_experience (success, failure or partial)
   or record_failure with the error as the reason. Record failures as well as successes, one
   record per attempt (not per step), with the exact command or change as the action.
@@ -209,6 +218,22 @@ def _recall(m: Mimir, a: RecallExperiencesArgs) -> ToolOutput:
         head, _, body = text.partition("\n")
         text = f"{head}\n{fence(body, 'experiences')}"
     data = RecallOutput(query=a.query, hits=[hit_data(h) for h in hits])
+    return ToolOutput(text=text, data=data.model_dump(mode="json"))
+
+
+def _attempts(m: Mimir, a: PastAttemptsArgs) -> ToolOutput:
+    hits = m.attempts(a.action, task=a.task, scope=a.scope, match=a.match, k=a.k)
+    text = render_attempts(hits, a.action)
+    if hits:
+        head, _, body = text.partition("\n")
+        text = f"{head}\n{fence(body, 'attempts')}"
+    worked = round(sum(h.experience.score for h in hits), 4)
+    data = AttemptsOutput(
+        action=a.action,
+        successes=worked,
+        failures=round(len(hits) - worked, 4),
+        attempts=[hit_data(h) for h in hits],
+    )
     return ToolOutput(text=text, data=data.model_dump(mode="json"))
 
 
@@ -359,6 +384,18 @@ TOOLS: tuple[ToolSpec, ...] = (
         RecommendActionArgs,
         _recommend,
         RecommendOutput,
+        read_only=True,
+    ),
+    _spec(
+        "past_attempts",
+        "Past attempts of an action",
+        """Check what happened every earlier time this exact command or change was tried in
+        this project, newest first, with how often it worked. Call it before running a command
+        you may have tried before (a fix that keeps failing here should not be retried); give
+        the task to leave out attempts on unrelated tasks.""",
+        PastAttemptsArgs,
+        _attempts,
+        AttemptsOutput,
         read_only=True,
     ),
     _spec(

@@ -182,6 +182,8 @@ class ConsolidationReport(BaseModel):
     merged: list[str] = Field(default_factory=list)
     superseded: list[str] = Field(default_factory=list)
     quarantined: list[str] = Field(default_factory=list)
+    faded: list[str] = Field(default_factory=list)
+    """Active lessons whose action stopped behaving as they say: back to candidate."""
     pending: list[str] = Field(default_factory=list)
     dropped: list[str] = Field(default_factory=list)
     """Rules proposed but dropped (weak LLM rules, with why)."""

@@ -45,6 +45,7 @@ from .evidence import (
     load_exps,
     outcomes,
 )
+from .fade import ADMITTED_UNTIL, FADED_AT, may_return, stale
 from .gate import breaker, offline_gate
 from .lifecycle import Write, log_event, signing_key, write_batch
 from .mine import Draft, average_linkage, mine, topics
@@ -386,6 +387,7 @@ def _run_locked(
         for d in drafts:
             _decide(m, d, lessons, report, plan, run_id=run_id)
     _breaker(m, touched, plan, report, run_id=run_id, dry_run=dry_run)
+    _fade(touched, plan, report, run_id=run_id)
     if not dry_run:
         write_batch(m, plan.writes, actor="consolidate")
     # Lessons named by new experiences off the working topics: reviewed one by one.
@@ -398,6 +400,45 @@ def _run_locked(
     if not dry_run:
         _finish(m, mark)
     return report
+
+
+def _fade(
+    touched: dict[str, tuple[Known, list[Exp]]],
+    plan: Plan,
+    report: ConsolidationReport,
+    *,
+    run_id: str,
+) -> None:
+    """Send active lessons whose action stopped behaving as they say back to candidate
+    (:mod:`.fade`). After the breaker: a lesson that credibly hurts is quarantined instead."""
+    pending = {w.lesson.id: w for w in plan.writes}
+    for lid, (k, group) in sorted(touched.items()):
+        write = pending.get(lid)
+        lesson = write.lesson if write is not None else k.lesson
+        if not k.valid or k.avec is None or lesson.status != "active":
+            continue
+        reason = stale(lesson, k.avec, group)
+        if reason is None:
+            continue
+        report.faded.append(lid)
+        detail = {"reason": f"faded: {reason}", "was": "active", "run": run_id}
+        faded_at = {FADED_AT: max(e.created_at for e in group)}
+        if write is None:
+            write = Write(
+                k.lesson.model_copy(deep=True),
+                "faded",
+                detail,
+                vector=list(k.trigger_vec),
+                was_active=True,
+                expect=k.lesson.signature,
+            )
+            plan.writes.append(write)
+        else:
+            write.event = "faded"
+            write.detail = dict(write.detail, **detail)
+            write.was_active = True
+        write.lesson.status = "candidate"
+        write.lesson.provenance = dict(write.lesson.provenance, **faded_at)
 
 
 def _breaker(
@@ -559,6 +600,8 @@ def _decide(
         provenance=_provenance(d, run_id),
         valid_from=m._now(),
     )
+    if gate.passed:
+        lesson.provenance[ADMITTED_UNTIL] = lesson.provenance["evidence_until"]
     apply_evidence(lesson, d.key, d.avec, d.topic)
     report.candidates.append(lesson)
     plan.decided.add(ident)
@@ -620,9 +663,12 @@ def _merge(
         lesson.rule = d.rule  # the tallies in the wording stay current
     apply_evidence(lesson, d.key, d.avec, d.topic)
     event = "merged"
-    if old.status == "candidate" and gate.passed:
+    back = may_return(old, twin.avec if twin.avec is not None else d.avec, d.topic)
+    if old.status == "candidate" and gate.passed and back:
         lesson.status = "active"
         lesson.valid_from = m._now()
+        lesson.provenance.pop(FADED_AT, None)
+        lesson.provenance[ADMITTED_UNTIL] = prov["evidence_until"]
         event = "admitted"
         report.admitted.append(lesson.id)
     elif lesson.status == "candidate":

@@ -2,7 +2,8 @@
 
 Statuses: ``candidate`` (not served: waiting for evidence) → ``active`` (served) → ``quarantined``
 (stopped: hurt, tampered, or by hand; kept), ``superseded`` (a newer lesson on the same topic
-contradicts it; kept, invalid from then on), ``retired`` (by hand; kept). Only
+contradicts it; kept, invalid from then on), ``retired`` (by hand; kept). An active lesson whose
+action stopped behaving as it says goes back to ``candidate`` (faded, :mod:`.fade`). Only
 :func:`forget_lesson` removes a lesson, and then for real (older table versions purged).
 
 A lesson whose signature fails verification, or that is a replayed older version of itself

@@ -124,6 +124,7 @@ def render_report(report: ConsolidationReport, *, limit: int = 10) -> str:
         ("merged into existing lessons", report.merged),
         ("superseded", report.superseded),
         ("quarantined", report.quarantined),
+        ("faded", report.faded),
     ):
         if ids:
             lines.append(

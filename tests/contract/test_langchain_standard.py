@@ -61,6 +61,7 @@ def _fresh_lesson() -> str:
 EXAMPLES: dict[str, Any] = {
     "recall_experiences": lambda: {"query": "run the api tests", "k": 3},
     "recommend_action": lambda: {"task": "run the api tests"},
+    "past_attempts": lambda: {"action": "make test", "task": "run the api tests"},
     "record_experience": lambda: {
         "task": "run the api tests",
         "action": "make test",

@@ -77,7 +77,7 @@ def text_of(result: Any) -> str:
 
 async def exercise(client: Client) -> None:
     tools = (await client.list_tools()).tools
-    assert len(tools) == 12
+    assert len(tools) == 13
     r = await client.call_tool(
         "record_failure",
         {"task": "restart the worker", "action": "systemctl restart w", "reason": "unit masked"},

@@ -64,7 +64,7 @@ def run(inspector: Path, tmp_path: Path) -> Any:
 def test_tools_list_is_portable(run: Any) -> None:
     listing = run("--method", "tools/list", "--strict")
     tools = {t["name"]: t for t in listing["tools"]}
-    assert len(tools) == 12
+    assert len(tools) == 13
     assert tools["forget"]["annotations"]["destructiveHint"] is True
     assert tools["recall_experiences"]["annotations"]["readOnlyHint"] is True
     assert tools["recall_experiences"]["inputSchema"]["properties"]["k"]["maximum"] == 100

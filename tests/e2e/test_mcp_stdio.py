@@ -58,7 +58,7 @@ def test_record_recall_recommend_forget_over_stdio(
         async with Client(params, mode=mode, read_timeout_seconds=120) as c:
             assert c.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
             tools = (await c.list_tools()).tools
-            assert len(tools) == 12
+            assert len(tools) == 13
             task = "run the payments integration tests"
             r = await c.call_tool(
                 "record_failure",

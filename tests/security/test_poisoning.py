@@ -194,6 +194,7 @@ def test_mcp_answers_fence_recorded_text(m: Mimir) -> None:
             ("recall_experiences", {"query": TASK, "k": 20}),
             ("recall_lessons", {"query": TASK, "k": 10}),
             ("recommend_action", {"task": TASK}),
+            ("past_attempts", {"action": f"make migrate {BREAKOUTS[0]}", "task": TASK}),
             ("recent_experiences", {"n": 20}),
         ):
             text, is_error = s.call(tool, args)

@@ -59,6 +59,12 @@ def test_record_recall_recommend_stats_round_trip(home: Path) -> None:
     assert "OOMKilled" in human and "matched" in human
     recd = json.loads(mimir(home, "recommend", "deploy the worker", "--json").stdout)
     assert recd["action"] == "raise memory limit to 1Gi"
+    tries = json.loads(mimir(home, "attempts", "KUBECTL  apply", "--json").stdout)
+    assert [h["experience"]["id"] for h in tries] == [exp["id"]]
+    human = mimir(home, "attempts", "kubectl apply", "--task", "deploy the worker").stdout
+    assert human.startswith("'kubectl apply' was tried 1 time(s) before: worked 0, failed 1")
+    bad = mimir(home, "attempts", "kubectl apply", "--match", "fuzzy", ok=False)
+    assert bad.returncode != 0 and "match" in bad.stderr and "fuzzy" in bad.stderr
     stats = json.loads(mimir(home, "stats", "--json").stdout)
     assert stats["experiences"] == 2 and stats["by_source"] == {"cli": 2}
     assert json.loads(mimir(home, "reindex", "--json").stdout)["reindexed"] == 2

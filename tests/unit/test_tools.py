@@ -31,6 +31,7 @@ from mimir_core.tools import (
 NAMES = [
     "recall_experiences",
     "recommend_action",
+    "past_attempts",
     "record_experience",
     "record_failure",
     "recall_lessons",
@@ -62,6 +63,7 @@ def test_annotations_say_what_each_tool_does() -> None:
     assert read_only == {
         "recall_experiences",
         "recommend_action",
+        "past_attempts",
         "recall_lessons",
         "memory_stats",
         "recent_experiences",
@@ -269,6 +271,39 @@ def test_recommend_and_stats(hash_mimir: Any) -> None:
     assert out.data["alternatives"][0]["action"] == "npm ci"
     stats = call_tool(hash_mimir, "memory_stats", {}).data
     assert stats["experiences"] == 4 and stats["by_source"] == {"tool": 4}
+
+
+def test_past_attempts_tallies_one_action_newest_first(hash_mimir: Any) -> None:
+    task = "install the frontend deps"
+    for action, outcome in [
+        ("npm ci", "failure"),
+        ("npm ci --legacy-peer-deps", "success"),
+        ("NPM  ci", "success"),
+        ("npm ci", "failure"),
+    ]:
+        call_tool(
+            hash_mimir, "record_experience", {"task": task, "action": action, "outcome": outcome}
+        )
+    out = call_tool(hash_mimir, "past_attempts", {"action": "npm ci", "task": task})
+    assert [h["outcome"] for h in out.data["attempts"]] == ["failure", "success", "failure"]
+    assert (out.data["successes"], out.data["failures"]) == (1.0, 2.0)
+    assert out.text.startswith("'npm ci' was tried 3 time(s) before: worked 1, failed 2")
+    assert '<mimir_memory kind="attempts">' in out.text  # fenced as data
+    call_tool(
+        hash_mimir,
+        "record_failure",
+        {"task": task, "action": "npm ci ./web", "reason": "lockfile out of sync"},
+    )
+    wide = call_tool(hash_mimir, "past_attempts", {"action": "npm ci", "match": "signature"})
+    # Same tool and subcommand, another path: counted; --legacy-peer-deps is another signature.
+    assert [h["action"] for h in wide.data["attempts"]] == ["npm ci ./web", "npm ci", "npm ci"]
+    one = call_tool(hash_mimir, "past_attempts", {"action": "npm ci", "k": 1})
+    assert [h["outcome"] for h in one.data["attempts"]] == ["failure"]
+    none = call_tool(hash_mimir, "past_attempts", {"action": "yarn install"})
+    assert (
+        none.data["attempts"] == []
+        and none.text == "No earlier attempt of 'yarn install' is recorded here."
+    )
 
 
 def test_cap_text_cuts_at_a_line_and_says_so() -> None:
