@@ -132,7 +132,7 @@ def cmd_attempts(args: argparse.Namespace) -> int:
 
     m = open_mimir(args)
     hits = m.attempts(args.action, task=args.task, scope=args.scope, match=args.match, k=args.k)
-    emit(args, hits, lambda: render_attempts(hits, args.action))
+    emit(args, hits, lambda: render_attempts(hits, args.action, args.k))
     return 0
 
 

@@ -39,14 +39,16 @@ def render_hits(hits: Sequence[Hit], query: str) -> str:
     return "\n".join(parts)
 
 
-def render_attempts(hits: Sequence[Hit], action: str) -> str:
-    """An action's past attempts, newest first, with the tally up front."""
+def render_attempts(hits: Sequence[Hit], action: str, k: int | None = None) -> str:
+    """An action's past attempts, newest first, with the tally up front (``k``: the most that
+    were asked for; a full page says that older ones may exist)."""
     if not hits:
         return f"No earlier attempt of {action!r} is recorded here."
     worked = sum(h.experience.score for h in hits)
+    n = len(hits)
+    tried = f"at least {n} time(s) before (the newest {n})" if n == k else f"{n} time(s) before"
     parts = [
-        f"{action!r} was tried {len(hits)} time(s) before: worked {worked:g}, "
-        f"failed {len(hits) - worked:g} (newest first):"
+        f"{action!r} was tried {tried}: worked {worked:g}, failed {n - worked:g} (newest first):"
     ]
     for i, hit in enumerate(hits, 1):
         parts.append(f"{i}. " + render_experience(hit.experience))

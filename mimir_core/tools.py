@@ -223,7 +223,7 @@ def _recall(m: Mimir, a: RecallExperiencesArgs) -> ToolOutput:
 
 def _attempts(m: Mimir, a: PastAttemptsArgs) -> ToolOutput:
     hits = m.attempts(a.action, task=a.task, scope=a.scope, match=a.match, k=a.k)
-    text = render_attempts(hits, a.action)
+    text = render_attempts(hits, a.action, a.k)
     if hits:
         head, _, body = text.partition("\n")
         text = f"{head}\n{fence(body, 'attempts')}"

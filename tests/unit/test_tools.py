@@ -299,6 +299,9 @@ def test_past_attempts_tallies_one_action_newest_first(hash_mimir: Any) -> None:
     assert [h["action"] for h in wide.data["attempts"]] == ["npm ci ./web", "npm ci", "npm ci"]
     one = call_tool(hash_mimir, "past_attempts", {"action": "npm ci", "k": 1})
     assert [h["outcome"] for h in one.data["attempts"]] == ["failure"]
+    assert one.text.startswith(
+        "'npm ci' was tried at least 1 time(s) before (the newest 1): worked 0"
+    )
     none = call_tool(hash_mimir, "past_attempts", {"action": "yarn install"})
     assert (
         none.data["attempts"] == []
