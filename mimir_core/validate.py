@@ -9,6 +9,7 @@ marker, never rejected; secrets and ``<private>`` spans never get past this poin
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
 import uuid
@@ -126,26 +127,6 @@ def id_for_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
-#: The arguments of :func:`build_experience` that an experience's fields supply.
-RECORD_FIELDS = frozenset(
-    {
-        "task",
-        "action",
-        "outcome",
-        "score",
-        "reason",
-        "context",
-        "scope",
-        "source",
-        "session_id",
-        "thread_id",
-        "recalled_lesson_ids",
-        "created_at",
-        "idempotency_key",
-    }
-)
-
-
 def build_experience(
     *,
     task: object,
@@ -187,3 +168,8 @@ def build_experience(
         created_at=normalize_time("created_at", created_at),
         idempotency_key=key,
     )
+
+
+#: The arguments of :func:`build_experience` that an experience's fields supply (read from its
+#: signature, so the two cannot drift apart).
+RECORD_FIELDS = frozenset(inspect.signature(build_experience).parameters) - {"extra_patterns"}

@@ -415,9 +415,9 @@ def _fade(
     for lid, (k, group) in sorted(touched.items()):
         write = pending.get(lid)
         lesson = write.lesson if write is not None else k.lesson
-        if not k.valid or k.avec is None or lesson.status != "active":
+        if not k.valid or k.avec is None:
             continue
-        reason = stale(lesson, k.avec, group)
+        reason = stale(lesson, k.avec, group)  # None unless active and not pinned
         if reason is None:
             continue
         report.faded.append(lid)
@@ -663,8 +663,8 @@ def _merge(
         lesson.rule = d.rule  # the tallies in the wording stay current
     apply_evidence(lesson, d.key, d.avec, d.topic)
     event = "merged"
-    back = may_return(old, twin.avec if twin.avec is not None else d.avec, d.topic)
-    if old.status == "candidate" and gate.passed and back:
+    avec = twin.avec if twin.avec is not None else d.avec
+    if old.status == "candidate" and gate.passed and may_return(old, avec, d.topic):
         lesson.status = "active"
         lesson.valid_from = m._now()
         lesson.provenance.pop(FADED_AT, None)

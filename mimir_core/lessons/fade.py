@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from ..actions import command_signature
 from ..beta import jeffreys_lower_bound
 from .evidence import Exp, claim_evidence, same_action
-from .mine import AVOID_MAX_RATE, PREFER_MIN_RATE, _kind
+from .mine import AVOID_MAX_RATE, PREFER_MIN_RATE, tally_kind
 
 if TYPE_CHECKING:
     import numpy as np
@@ -106,7 +106,7 @@ def may_return(lesson: Lesson, avec: Vec, topic: Sequence[Exp]) -> bool:
     if held + broke < MIN_FRESH:
         return False
     kind = lesson.kind
-    return (_kind(held, broke) if kind == "prefer" else _kind(broke, held)) == kind
+    return (tally_kind(held, broke) if kind == "prefer" else tally_kind(broke, held)) == kind
 
 
 __all__ = ["ADMITTED_UNTIL", "FADED_AT", "MIN_FRESH", "WINDOW", "may_return", "stale"]

@@ -279,7 +279,9 @@ def placements(cl: ActionCluster) -> list[tuple[str, str, list[str]]]:
     if not against:
         return [(kind, _scope(members), [])]
     return [
-        (kind, sc, against) for sc, t in tallies.items() if sc not in against and _kind(*t) == kind
+        (kind, sc, against)
+        for sc, t in tallies.items()
+        if sc not in against and tally_kind(*t) == kind
     ]
 
 
@@ -309,10 +311,11 @@ def action_clusters(topic: Sequence[Exp]) -> list[ActionCluster]:
 
 def kind_of(cl: ActionCluster) -> str | None:
     """``avoid``, ``prefer`` or ``None`` for an action cluster's tally."""
-    return _kind(*cl.counts(weighted=False))
+    return tally_kind(*cl.counts(weighted=False))
 
 
-def _kind(s: float, f: float) -> str | None:
+def tally_kind(s: float, f: float) -> str | None:
+    """``avoid``, ``prefer`` or ``None`` for an action's (successes, failures)."""
     n = s + f
     if n <= 0:
         return None

@@ -19,6 +19,14 @@ from mimir_core.embed import HashEmbedder
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "secrets_corpus.json").read_text())
 SECRETS: list[dict[str, str]] = CORPUS["secrets"]
+#: A Claude Code failed tool call, as its PostToolUseFailure hook receives it.
+FAILED_CALL: dict[str, Any] = {
+    "session_id": "s1",
+    "hook_event_name": "PostToolUseFailure",
+    "tool_name": "Bash",
+    "tool_input": {"command": "make deploy"},
+    "error": "Exit code 2",
+}
 
 
 class RecordingEmbedder:

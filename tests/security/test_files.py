@@ -20,21 +20,11 @@ from mimir_core import Mimir
 from mimir_core.lessons.lifecycle import insert
 from mimir_core.store import LESSONS
 from mimir_core.types import Lesson
-from tests.security.helpers import run_hook_inprocess
+from tests.security.helpers import FAILED_CALL, run_hook_inprocess
 
 BIN = Path(sys.executable).parent
 TOKEN = "sec-token-0123456789abcdef"
 PRIVATE_DIRS = ("", "store", "keys", "locks", "logs", "digest")
-
-
-#: A Claude Code failed tool call, as its PostToolUseFailure hook receives it.
-FAILED_CALL = {
-    "session_id": "s1",
-    "hook_event_name": "PostToolUseFailure",
-    "tool_name": "Bash",
-    "tool_input": {"command": "make deploy"},
-    "error": "Exit code 2",
-}
 
 
 def mode(p: Path) -> int:

@@ -20,6 +20,7 @@ import pytest
 from mimir_core import Mimir
 from mimir_core.settings import MimirSettings
 from tests.security.helpers import (
+    FAILED_CALL,
     SECRETS,
     MCPSession,
     RecordingEmbedder,
@@ -253,14 +254,7 @@ def test_a_bad_user_pattern_never_breaks_the_hook(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MIMIR_REDACT_PATTERNS", '["(unclosed"]')
-    payload = {
-        "session_id": "s1",
-        "hook_event_name": "PostToolUseFailure",
-        "tool_name": "Bash",
-        "tool_input": {"command": "make deploy"},
-        "error": "Exit code 2",
-    }
-    rc, out = run_hook_inprocess(home, ["claude-code"], json.dumps(payload).encode())
+    rc, out = run_hook_inprocess(home, ["claude-code"], json.dumps(FAILED_CALL).encode())
     assert rc == 0 and out == ""
     assert b"make deploy" in files_blob(home)
     assert "MIMIR_REDACT_PATTERNS" in (home / "logs" / "hooks.log").read_text()
