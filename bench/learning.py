@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -214,7 +215,42 @@ def lesson_verdicts(warm: Warm, n: int) -> list[dict[str, Any]]:
 # -- figures ---------------------------------------------------------------------------------
 
 
-def _calibration(pairs: list[tuple[float, bool, float]], bins: int = 10) -> dict[str, Any]:
+Triple = tuple[float, bool, float]
+"""(stated probability, succeeded, hidden rate) of one recommendation."""
+
+
+def _bins(pairs: list[Triple], bins: int = 10) -> Iterator[tuple[float, float, list[Triple]]]:
+    """(lo, hi, members) of each non-empty bin of stated probability (the last one closed)."""
+    for b in range(bins):
+        lo, hi = b / bins, (b + 1) / bins
+        sel = [p for p in pairs if lo <= p[0] < hi or (b == bins - 1 and p[0] >= hi)]
+        if sel:
+            yield lo, hi, sel
+
+
+def _ece(pairs: list[Triple]) -> float:
+    """Expected calibration error against what happened (bins weighted by their count)."""
+    return sum(
+        len(sel)
+        / len(pairs)
+        * abs(statistics.fmean(float(p[1]) for p in sel) - statistics.fmean(p[0] for p in sel))
+        for _lo, _hi, sel in _bins(pairs)
+    )
+
+
+def ece_floor(pairs: list[Triple], draws: int = 200) -> tuple[float, float]:
+    """(median, 90th percentile) ECE of a *perfect* forecaster on the same tasks: one that states
+    each task's hidden rate, scored against outcomes drawn from those rates (seeded, ``draws``
+    times). A sample this size cannot show a smaller ECE than this, however good the forecast:
+    the coin-flip noise of the outcomes alone puts it there."""
+    import random
+
+    rng = random.Random(20261130)
+    vals = sorted(_ece([(p[2], rng.random() < p[2], p[2]) for p in pairs]) for _ in range(draws))
+    return vals[len(vals) // 2], vals[(9 * len(vals)) // 10]
+
+
+def _calibration(pairs: list[Triple]) -> dict[str, Any]:
     """A stated probability (``pairs``: stated, succeeded, hidden rate) against what happened:
     ECE (two-sided, against observed success, bins weighted by their count: the standard
     definition), ``ece_vs_rate`` (the same against the hidden rate, free of the coin-flip noise
@@ -234,11 +270,7 @@ def _calibration(pairs: list[tuple[float, bool, float]], bins: int = 10) -> dict
         }
     table = []
     ece = ece_rate = over = covered = 0.0
-    for b in range(bins):
-        lo, hi = b / bins, (b + 1) / bins
-        sel = [p for p in pairs if lo <= p[0] < hi or (b == bins - 1 and p[0] >= hi)]
-        if not sel:
-            continue
+    for lo, hi, sel in _bins(pairs):
         pred = statistics.fmean(p[0] for p in sel)
         obs = statistics.fmean(float(p[1]) for p in sel)
         hidden = statistics.fmean(p[2] for p in sel)
@@ -251,10 +283,13 @@ def _calibration(pairs: list[tuple[float, bool, float]], bins: int = 10) -> dict
             {"lo": lo, "hi": hi, "n": len(sel), "predicted": pred, "observed": obs, "rate": hidden}
         )
     coverage = sum(p[2] >= p[0] for p in pairs) / len(pairs)
+    floor, floor_p90 = ece_floor(pairs)
     return {
         "n": len(pairs),
         "ece": round(ece, 4),
         "ece_vs_rate": round(ece_rate, 4),
+        "ece_floor": round(floor, 4),
+        "ece_floor_p90": round(floor_p90, 4),
         "overconfidence": round(over, 4),
         "coverage": round(coverage, 4),
         "bin_coverage": round(covered, 4),
@@ -480,7 +515,9 @@ def table(res: dict[str, Any]) -> str:
         f"repeat-mistake ratio WARM/COLD: {f['repeat_mistake_ratio_warm_cold']} "
         f"(WARM choices {f['warm_choice_sources']}, repeats by source {f['warm_repeat_sources']})",
         f"recommend expected_success calibration (n={cal['n']}): ECE {cal['ece']} "
-        f"(vs hidden rate {cal['ece_vs_rate']}); confidence (5% lower bound): coverage "
+        f"(vs hidden rate {cal['ece_vs_rate']}; a perfect forecast's ECE on these tasks: "
+        f"{cal.get('ece_floor')} median, {cal.get('ece_floor_p90')} p90); "
+        f"confidence (5% lower bound): coverage "
         f"{low['coverage']}, bin coverage {low['bin_coverage']}, overconfidence "
         f"{low['overconfidence']}",
         f"lessons admitted {les['admitted']} ({les['by_kind']}), precision {les['precision']}, "

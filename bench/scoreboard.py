@@ -355,6 +355,7 @@ def learning_section(p: Page) -> str:
         cal_rows.append(
             f"<tr><th>{arm.upper()}</th>{p.num('learning', [*path, 'n'], 0)}"
             f"{p.num('learning', [*path, 'ece'])}{p.num('learning', [*path, 'ece_vs_rate'])}"
+            f"{p.num('learning', [*path, 'ece_floor'])}"
             f"{p.num('learning', [*low, 'coverage'])}"
             f"{p.num('learning', [*low, 'overconfidence'])}</tr>"
         )
@@ -362,7 +363,8 @@ def learning_section(p: Page) -> str:
     out.append(_svg("chart-calibration", "calibration: stated vs observed", "".join(body)))
     out.append(
         "<table id='calibration'><thead><tr><th>arm</th><th>n</th><th>ECE</th>"
-        "<th>ECE vs hidden rate</th><th>5% lower bound: coverage (promise &ge; 0.95)</th>"
+        "<th>ECE vs hidden rate</th><th>a perfect forecast's ECE here (median)</th>"
+        "<th>5% lower bound: coverage (promise &ge; 0.95)</th>"
         "<th>lower bound: overconfidence</th></tr></thead><tbody>"
         + "".join(cal_rows)
         + "</tbody></table>"

@@ -45,7 +45,7 @@ from .evidence import (
     load_exps,
     outcomes,
 )
-from .fade import ADMITTED_UNTIL, FADED_AT, may_return, stale
+from .fade import ADMITTED_UNTIL, FADED_AT, broken, may_return, stale
 from .gate import breaker, offline_gate
 from .lifecycle import Write, log_event, signing_key, write_batch
 from .mine import Draft, average_linkage, mine, topics
@@ -528,6 +528,16 @@ def _action_vectors(m: Mimir, lessons: Sequence[Known]) -> None:
             k.avec = v
 
 
+def _unless_broken(gate: GateResult, d: Draft, evidence: Sequence[Exp]) -> GateResult:
+    """The gate's verdict, failed when the action's newest tries already break the draft: a
+    long good record would admit a lesson that would fade at the next run
+    (:func:`~mimir_core.lessons.fade.broken`)."""
+    lately = broken(d.kind, d.key, d.sig, d.avec, evidence) if gate.passed else None
+    if not lately:
+        return gate
+    return gate.model_copy(update={"passed": False, "detail": f"{gate.detail}; {lately}"})
+
+
 def _decide(
     m: Mimir,
     d: Draft,
@@ -554,6 +564,8 @@ def _decide(
     alike = [k for k in same if not d.against or k.lesson.scope == d.scope]
     narrowed = {k.lesson.id for k in same if d.against and k.lesson.scope in ("", *d.against)}
     twin = next((k for k in alike if k.lesson.status in ("candidate", "active")), None)
+    if twin is None or twin.lesson.status != "active":  # it would be admitted now: still true?
+        gate = _unless_broken(gate, d, evidence)
     if twin is not None and d.revises is None:
         if twin.lesson.id not in plan.decided:
             _merge(m, d, twin, gate, report, plan, run_id=run_id)

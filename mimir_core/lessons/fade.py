@@ -15,6 +15,9 @@ what happened since the lesson was served:
   (upper bound 0.44), as do 1 of 4 (0.56) or 2 of 6 (0.66); an action that works 80% of the
   time does it in about 2% of windows. The lesson becomes a ``candidate`` (not served), kept
   with its audit trail (event ``faded``); pinned lessons never fade.
+* **Not admitted stale.** For the same reason a candidate is not admitted, whatever the gate
+  says of its whole history, while its action's newest tries in the evidence the gate weighed
+  already break it by the same rule (:func:`broken`): it would fade at the next run.
 * **Return.** A faded lesson is re-admitted only on evidence gathered since it faded: at least
   :data:`MIN_FRESH` outcomes whose own tally makes the lesson again (the miner's rule), besides
   passing the ε-gate. Otherwise the old history would re-admit it at the next run.
@@ -75,25 +78,42 @@ def _admitted(lesson: Lesson) -> float:
     return float(until) if until is not None else lesson.valid_from.timestamp()
 
 
+def _newest_break(
+    kind: str, key: str, sig: str | None, avec: Vec, exps: Sequence[Exp]
+) -> str | None:
+    """How the action's newest :data:`WINDOW` tries among ``exps`` break a ``prefer``/``avoid``
+    claim (credibly below its bar, with at least :data:`MIN_FRESH`), or ``None``."""
+    tried = [e for e in exps if same_action(key, sig, avec, e)]
+    newest = sorted(tried, key=lambda e: (e.created_at, e.id))[-WINDOW:]
+    _sup, _con, held, broke = claim_evidence(kind, key, sig, avec, newest)
+    if held + broke < MIN_FRESH:
+        return None
+    upper = 1.0 - jeffreys_lower_bound(broke, held)
+    bar = _bar(kind)
+    if upper >= bar:
+        return None
+    verb = "worked" if kind == "prefer" else "failed"
+    return (
+        f"its action {verb} {held:g} of its last {held + broke:g} tries "
+        f"(95% upper bound {upper:.2f} < {bar:.2f})"
+    )
+
+
 def stale(lesson: Lesson, avec: Vec, topic: Sequence[Exp]) -> str | None:
     """Why an active lesson should fade (its fresh tally), or ``None`` while it holds."""
     if lesson.kind not in ("prefer", "avoid") or lesson.pinned or lesson.status != "active":
         return None
-    key, sig = _key(lesson)
-    tried = [e for e in _since(lesson, topic, _admitted(lesson)) if same_action(key, sig, avec, e)]
-    newest = sorted(tried, key=lambda e: (e.created_at, e.id))[-WINDOW:]
-    held, broke = _claim(lesson, avec, newest)
-    if held + broke < MIN_FRESH:
+    why = _newest_break(lesson.kind, *_key(lesson), avec, _since(lesson, topic, _admitted(lesson)))
+    return f"since it was admitted {why}" if why else None
+
+
+def broken(kind: str, key: str, sig: str | None, avec: Vec, evidence: Sequence[Exp]) -> str | None:
+    """Why a candidate must not be admitted now: its action's newest tries in ``evidence`` (what
+    the gate weighed) already break it as :func:`stale` would; ``None`` when they do not."""
+    if kind not in ("prefer", "avoid"):
         return None
-    upper = 1.0 - jeffreys_lower_bound(broke, held)
-    bar = _bar(lesson.kind)
-    if upper >= bar:
-        return None
-    verb = "worked" if lesson.kind == "prefer" else "failed"
-    return (
-        f"since it was admitted its action {verb} {held:g} of its last {held + broke:g} tries "
-        f"(95% upper bound {upper:.2f} < {bar:.2f})"
-    )
+    why = _newest_break(kind, key, sig, avec, evidence)
+    return f"but lately {why}" if why else None
 
 
 def may_return(lesson: Lesson, avec: Vec, topic: Sequence[Exp]) -> bool:
@@ -109,4 +129,4 @@ def may_return(lesson: Lesson, avec: Vec, topic: Sequence[Exp]) -> bool:
     return (tally_kind(held, broke) if kind == "prefer" else tally_kind(broke, held)) == kind
 
 
-__all__ = ["ADMITTED_UNTIL", "FADED_AT", "MIN_FRESH", "WINDOW", "may_return", "stale"]
+__all__ = ["ADMITTED_UNTIL", "FADED_AT", "MIN_FRESH", "WINDOW", "broken", "may_return", "stale"]

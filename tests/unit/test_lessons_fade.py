@@ -118,3 +118,27 @@ def test_a_lesson_that_hurts_is_quarantined_not_faded(learned: tuple[Mimir, Less
     report = m.consolidate()
     assert lesson.id in report.quarantined and report.faded == []
     assert m.get_lesson(lesson.id).status == "quarantined"
+
+
+def test_a_candidate_whose_action_just_turned_is_not_admitted(
+    home: Path, fast_embedder: object
+) -> None:
+    # 15 of 20 passes the gate on the whole history; 1 of the newest 6 worked (the last 5
+    # failed): it would fade at once.
+    m = Mimir(home, embedder=fast_embedder, auto_consolidate=False)  # type: ignore[arg-type]
+    tries(m, HELM, ["success"] * 15, day=0)
+    tries(m, "kubectl rollout restart deployment/api", ["failure"] * 4, day=1)
+    tries(m, "terraform apply -auto-approve", ["failure"] * 3, day=1)
+    tries(m, HELM, ["failure"] * 5, day=2)
+    report = m.consolidate()
+    helm = next(le for le in m.list_lessons() if le.action == HELM and le.kind == "prefer")
+    assert helm.status == "candidate" and helm.id not in report.admitted
+    assert helm.gate is not None and not helm.gate.passed
+    assert "but lately its action worked 1 of its last 6 tries" in helm.gate.detail
+    # The avoid lessons of the same run are admitted as usual.
+    assert {le.action for le in m.list_lessons(status="active")} >= {
+        "kubectl rollout restart deployment/api"
+    }
+    # Fresh successes make it again: admitted.
+    tries(m, HELM, ["success"] * 4, day=3)
+    assert helm.id in m.consolidate().admitted
