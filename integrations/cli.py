@@ -90,8 +90,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def private_files() -> None:
+    """Make every file this process creates private to its user (umask 077 on top of the
+    user's own). Mimir writes its own files 0600 whatever the umask; LanceDB's store files
+    take the process umask. Only Mimir's own processes (this command, hooks, the MCP server)
+    do this: a host that embeds Mimir keeps its umask (the store directory is 0700)."""
+    os.umask(os.umask(0o077) | 0o077)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``mimir`` command; returns the exit code."""
+    private_files()
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["hook"] and not {"-h", "--help"} & set(args_list):
         # A hook runs on every tool call: dispatch before any command module is imported.

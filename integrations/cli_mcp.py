@@ -139,7 +139,9 @@ def _serve(args: argparse.Namespace, front: Any) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``mimir-mcp`` console script: ``mimir mcp`` without the rest of the CLI."""
-    from .cli import run_handler
+    from .cli import private_files, run_handler
+
+    private_files()
 
     parser = argparse.ArgumentParser(prog="mimir-mcp", description="Serve Mimir over MCP.")
     parser.add_argument("--home", help="Mimir home directory (default: $MIMIR_HOME or ~/.mimir)")

@@ -202,3 +202,17 @@ def test_setup_writes_only_host_config_with_backups_and_the_home(tmp_path: Path,
     for path in changed & set(before):
         backups = [k for k in after if k.startswith(path + ".mimir-backup-")]
         assert backups and after[backups[0]] == before[path], path
+
+
+def test_store_files_written_by_the_mimir_command_are_private(home: Path) -> None:
+    # LanceDB's files take the process umask; Mimir's own processes (the CLI, hooks' background
+    # ingest, the MCP server) make it 077, so even a permissive umask leaves them 0600.
+    env = dict(os.environ, MIMIR_HOME=str(home), MIMIR_EMBEDDER="hash")
+    cmd = [sys.executable, "-m", "mimir_integrations.cli", "record", "--task", "deploy the api"]
+    cmd += ["--action", "kubectl apply -f api.yaml", "--outcome", "failure"]
+    umask_000 = ["sh", "-c", 'umask 000 && exec "$@"', "sh"]
+    out = subprocess.run([*umask_000, *cmd], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    store = list((home / "store").rglob("*"))
+    assert any(p.is_file() and p.suffix == ".lance" for p in store)
+    assert [f"{oct(mode(p))} {p}" for p in store if mode(p) & 0o077] == []
