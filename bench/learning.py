@@ -228,12 +228,15 @@ def _bins(pairs: list[Triple], bins: int = 10) -> Iterator[tuple[float, float, l
             yield lo, hi, sel
 
 
-def _ece(pairs: list[Triple]) -> float:
-    """Expected calibration error against what happened (bins weighted by their count)."""
+def _ece(pairs: list[Triple], against: int = 1) -> float:
+    """Expected calibration error (bins weighted by their count) against what happened
+    (``against=1``) or against the hidden rates (``against=2``)."""
     return sum(
         len(sel)
         / len(pairs)
-        * abs(statistics.fmean(float(p[1]) for p in sel) - statistics.fmean(p[0] for p in sel))
+        * abs(
+            statistics.fmean(float(p[against]) for p in sel) - statistics.fmean(p[0] for p in sel)
+        )
         for _lo, _hi, sel in _bins(pairs)
     )
 
@@ -269,14 +272,12 @@ def _calibration(pairs: list[Triple]) -> dict[str, Any]:
             "bins": [],
         }
     table = []
-    ece = ece_rate = over = covered = 0.0
+    over = covered = 0.0
     for lo, hi, sel in _bins(pairs):
         pred = statistics.fmean(p[0] for p in sel)
         obs = statistics.fmean(float(p[1]) for p in sel)
         hidden = statistics.fmean(p[2] for p in sel)
         w = len(sel) / len(pairs)
-        ece += w * abs(obs - pred)
-        ece_rate += w * abs(hidden - pred)
         over += w * max(0.0, pred - obs)
         covered += w * (obs >= pred)
         table.append(
@@ -286,8 +287,8 @@ def _calibration(pairs: list[Triple]) -> dict[str, Any]:
     floor, floor_p90 = ece_floor(pairs)
     return {
         "n": len(pairs),
-        "ece": round(ece, 4),
-        "ece_vs_rate": round(ece_rate, 4),
+        "ece": round(_ece(pairs), 4),
+        "ece_vs_rate": round(_ece(pairs, against=2), 4),
         "ece_floor": round(floor, 4),
         "ece_floor_p90": round(floor_p90, 4),
         "overconfidence": round(over, 4),

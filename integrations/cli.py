@@ -93,8 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
 def private_files() -> None:
     """Make every file this process creates private to its user (umask 077 on top of the
     user's own). Mimir writes its own files 0600 whatever the umask; LanceDB's store files
-    take the process umask. Only Mimir's own processes (this command, hooks, the MCP server)
-    do this: a host that embeds Mimir keeps its umask (the store directory is 0700)."""
+    take the process umask. Only Mimir's own processes do this (this command, hence the
+    background ingest a hook starts, and the MCP server; hook processes never open the store):
+    a host that embeds Mimir keeps its umask (the store directory is 0700)."""
     os.umask(os.umask(0o077) | 0o077)
 
 

@@ -39,17 +39,21 @@ def render_hits(hits: Sequence[Hit], query: str) -> str:
     return "\n".join(parts)
 
 
+def attempt_tally(hits: Sequence[Hit]) -> tuple[float, float]:
+    """(worked, failed) over attempts: a partial outcome counts by its score on both sides."""
+    worked = round(sum(h.experience.score for h in hits), 4)
+    return worked, round(len(hits) - worked, 4)
+
+
 def render_attempts(hits: Sequence[Hit], action: str, k: int | None = None) -> str:
     """An action's past attempts, newest first, with the tally up front (``k``: the most that
     were asked for; a full page says that older ones may exist)."""
     if not hits:
         return f"No earlier attempt of {action!r} is recorded here."
-    worked = sum(h.experience.score for h in hits)
+    worked, failed = attempt_tally(hits)
     n = len(hits)
     tried = f"at least {n} time(s) before (the newest {n})" if n == k else f"{n} time(s) before"
-    parts = [
-        f"{action!r} was tried {tried}: worked {worked:g}, failed {n - worked:g} (newest first):"
-    ]
+    parts = [f"{action!r} was tried {tried}: worked {worked:g}, failed {failed:g} (newest first):"]
     for i, hit in enumerate(hits, 1):
         parts.append(f"{i}. " + render_experience(hit.experience))
     return "\n".join(parts)

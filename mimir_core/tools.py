@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from .errors import InvalidInputError, MimirError, NotFoundError
 from .render import (
+    attempt_tally,
     render_attempts,
     render_experience,
     render_hits,
@@ -227,12 +228,9 @@ def _attempts(m: Mimir, a: PastAttemptsArgs) -> ToolOutput:
     if hits:
         head, _, body = text.partition("\n")
         text = f"{head}\n{fence(body, 'attempts')}"
-    worked = round(sum(h.experience.score for h in hits), 4)
+    worked, failed = attempt_tally(hits)
     data = AttemptsOutput(
-        action=a.action,
-        successes=worked,
-        failures=round(len(hits) - worked, 4),
-        attempts=[hit_data(h) for h in hits],
+        action=a.action, successes=worked, failures=failed, attempts=[hit_data(h) for h in hits]
     )
     return ToolOutput(text=text, data=data.model_dump(mode="json"))
 

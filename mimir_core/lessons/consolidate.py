@@ -564,7 +564,7 @@ def _decide(
     alike = [k for k in same if not d.against or k.lesson.scope == d.scope]
     narrowed = {k.lesson.id for k in same if d.against and k.lesson.scope in ("", *d.against)}
     twin = next((k for k in alike if k.lesson.status in ("candidate", "active")), None)
-    if twin is None or twin.lesson.status != "active":  # it would be admitted now: still true?
+    if twin is None or twin.lesson.status != "active":  # admitting: not if it already turned
         gate = _unless_broken(gate, d, evidence)
     if twin is not None and d.revises is None:
         if twin.lesson.id not in plan.decided:
