@@ -179,7 +179,8 @@ class Capture:
         ago (hooks installed in two directories run twice for one event: only the first run
         captures and answers; the same prompt typed again later is a new event)."""
         seen = self.session_dir(session_id) / "seen"
-        seen.mkdir(exist_ok=True, mode=0o700)
+        # With parents: the twin run of an end event may have removed the session meanwhile.
+        spool.ensure_private_dir(seen)
         marker = seen / fingerprint[:40]
         try:
             os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))

@@ -20,6 +20,7 @@ from mimir_core.capture import (
     is_noise,
 )
 from mimir_core.capture.claude_code import judge_response
+from mimir_core.capture.episodes import remove_tree
 
 SID = "c60c2f4e-session"
 BASE = {"session_id": SID, "transcript_path": "/x.jsonl", "cwd": "/repo/payments"}
@@ -535,3 +536,15 @@ def test_bad_mappings_name_the_bad_key(data: Any, names: str) -> None:
     with pytest.raises(MappingError, match=names.replace("[", r"\[").replace("]", r"\]")) as exc:
         HookMapping.from_dict(data)
     assert isinstance(exc.value, MimirError)  # the one error family of the public API
+
+
+def test_a_claim_survives_its_twin_removing_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two hook directories run one end event at once: one removes the session's state while the
+    # other is claiming. Seen in the Cline e2e test as FileNotFoundError in hooks.log.
+    c = Capture(tmp_path / "spool")
+    gone = c.session_dir("s")
+    remove_tree(gone)
+    monkeypatch.setattr(c, "session_dir", lambda _sid: gone)  # checked before the removal
+    assert c.claim("s", "f" * 64) and not c.claim("s", "f" * 64)
