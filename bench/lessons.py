@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -70,16 +71,54 @@ def quality(home: Path) -> dict[str, Any]:
     }
 
 
+def rss_mb() -> float | None:
+    """This process's resident memory (MB; Linux ``/proc``), else ``None``."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+class PeakRss:
+    """The highest resident memory seen while the block runs (sampled every 20 ms)."""
+
+    def __init__(self) -> None:
+        self.start = self.peak = rss_mb()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.02):
+            now = rss_mb()
+            if now is not None and self.peak is not None:
+                self.peak = max(self.peak, now)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+
 def cost(n: int, home: Path) -> dict[str, Any]:
-    """Full and incremental consolidation time over ``n`` synthetic experiences."""
+    """Full and incremental consolidation time over ``n`` synthetic experiences, and how much
+    resident memory the full run adds (its peak over what the process held before it)."""
     from .synthetic import SyntheticEmbedder, make_experiences
 
     m = Mimir(home, embedder=SyntheticEmbedder(), auto_consolidate=False)
     items = make_experiences(n, seed=11)
     for start in range(0, n, 2000):
         m.record_many(items[start : start + 2000])
+    del items
     started = time.perf_counter()
-    full = m.consolidate()
+    with PeakRss() as mem:
+        full = m.consolidate()
     t_full = time.perf_counter() - started
     m.record_many(make_experiences(10, seed=12, start=n))
     started = time.perf_counter()
@@ -89,6 +128,9 @@ def cost(n: int, home: Path) -> dict[str, Any]:
         "experiences": n,
         "full_seconds": round(t_full, 3),
         "full_seconds_per_1000": round(1000 * t_full / n, 3),
+        "full_peak_rss_added_mb": round(mem.peak - mem.start, 1)
+        if mem.peak is not None and mem.start is not None
+        else None,
         "topics": full.clusters,
         "candidates": len(full.candidates),
         "admitted": len(full.admitted),
@@ -125,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{n} experiences: full run {c['full_seconds']:.2f} s "
                 f"({c['full_seconds_per_1000']:.2f} s per 1,000; {c['topics']} topics, "
-                f"{c['candidates']} candidates), incremental after 10 new "
+                f"{c['candidates']} candidates; peak memory +{c['full_peak_rss_added_mb']} MB), "
+                f"incremental after 10 new "
                 f"{c['incremental_seconds_10_new']:.2f} s"
             )
     if args.json:

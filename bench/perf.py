@@ -234,7 +234,8 @@ def cached_store(
     info = json.loads((entry / "info.json").read_text())
     info.update(cached=True, cache=str(entry), copy_seconds=round(time.perf_counter() - t0, 2))
     ids = json.loads((entry / "ids.json").read_text())
-    bs = BenchStore(size_label(n), Mimir(home, embedder=emb), ids, np.load(entry / "vectors.npy"))
+    m = Mimir(home, embedder=emb, auto_consolidate=False)
+    bs = BenchStore(size_label(n), m, ids, np.load(entry / "vectors.npy"))
     t1 = time.perf_counter()
     bs.m.compact()  # what this Mimir's upkeep adds to a store built by an older one
     info["compact_after_copy_seconds"] = round(time.perf_counter() - t1, 2)
@@ -255,8 +256,12 @@ def index_list(m: Mimir) -> list[dict[str, Any]]:
 def build_store(
     home: Path, n: int, emb: SyntheticEmbedder, seed: int, load: str
 ) -> tuple[BenchStore, dict[str, Any]]:
-    """A store of ``n`` generated experiences, loaded in 10k-row batches, then compacted."""
-    m = Mimir(home, embedder=emb)
+    """A store of ``n`` generated experiences, loaded in 10k-row batches, then compacted.
+
+    Automatic consolidation is off: once a cached store is older than its interval (4 h), the
+    first recall would start a full consolidation on a thread of this process (the synthetic
+    embedder cannot be rebuilt in a child), competing with the latencies being measured."""
+    m = Mimir(home, embedder=emb, auto_consolidate=False)
     emb.charge_model = False
     ids: list[str] = []
     vecs: list[np.ndarray] = []

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..actions import command_signature
-from ..store import EXPERIENCES, LESSONS
+from ..store import EXPERIENCES, LESSONS, arrow_rows
 from ..types import ConsolidationReport, GateResult, Lesson
 from .evidence import (
     MAX_TOPIC_IDS,
@@ -228,7 +228,7 @@ def _known(m: Mimir) -> list[Known]:
     """Every stored lesson (any status) with its trigger embedding."""
     import numpy as np
 
-    rows = m.store.select(LESSONS, None, [*LESSON_COLUMNS, "vector"])
+    rows = arrow_rows(m.store.column(LESSONS, [*LESSON_COLUMNS, "vector"]))
     key = signing_key(m)
     out = []
     for row in rows:

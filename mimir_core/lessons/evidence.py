@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..actions import command_signature
 from ..beta import jeffreys_lower_bound
 from ..recommend import DEFAULT_TUNING, normalise_action
-from ..store import EXPERIENCES, Store, sql_in
+from ..store import EXPERIENCES, Store, arrow_rows, sql_in
 from ..types import Lesson
 from .gate import Outcome
 
@@ -108,8 +108,7 @@ class Exp:
 
 def load_exps(store: Store, where: str | None) -> list[Exp]:
     """Experiences (with vectors) matching ``where``, oldest first (ties by id)."""
-    table = store.column(EXPERIENCES, EXP_COLUMNS, where)
-    exps = [Exp.from_row(r) for r in table.to_pylist()]
+    exps = [Exp.from_row(r) for r in arrow_rows(store.column(EXPERIENCES, EXP_COLUMNS, where))]
     exps.sort(key=lambda e: (e.created_at, e.id))
     return exps
 

@@ -79,3 +79,19 @@ def test_perf_quick_run_reports_every_section(tmp_path: Path) -> None:
     assert -0.1 < data["random_pair_cos_mean"] < 0.1 and data["nn1_cos_mean"] > 0.5
     assert {t["target"] for t in res["targets"]} >= {"recall_p95_ms@100k", "ann_recall@10@1m"}
     assert list((tmp_path / "results").glob("perf-*.json"))
+
+
+def test_perf_stores_never_consolidate_in_the_background(tmp_path: Path) -> None:
+    """A cached store older than the auto-consolidation interval would otherwise start a full
+    consolidation on a thread of the benchmark (its synthetic embedder cannot be rebuilt in a
+    child process), competing with the latencies being measured."""
+    from bench.perf import cached_store
+    from bench.synthetic import SyntheticEmbedder
+
+    emb = SyntheticEmbedder()
+    built, info = cached_store(tmp_path / "a", 300, emb, 3, "fast", tmp_path / "cache")
+    reused, again = cached_store(tmp_path / "b", 300, emb, 3, "fast", tmp_path / "cache")
+    assert not info["cached"] and again["cached"]
+    assert built.m.auto_consolidate is False and reused.m.auto_consolidate is False
+    built.m.close()
+    reused.m.close()
