@@ -609,14 +609,21 @@ class Mimir(LessonsMixin):
         emb = self.embedder
         with store.writing():
             data = store.column(EXPERIENCES, EXPERIENCE_COLUMNS).to_pylist()
-            rows = []
+            # Each batch becomes Arrow at once (float32 vectors: ~3 KB a row, not ~25 KB of
+            # Python floats), and the table is swapped only when all of it is embedded.
+            parts = []
             for start in range(0, len(data), batch):
                 chunk = [row_experience(r) for r in data[start : start + batch]]
                 vecs = emb.embed([e.task for e in chunk] + [e.action for e in chunk])
-                for i, exp in enumerate(chunk):
+                for exp in chunk:
                     exp.embed_model = emb.name
-                    rows.append(experience_row(exp, vecs[i], vecs[len(chunk) + i]))
-            store.replace_table(EXPERIENCES, rows)
+                rows = [
+                    experience_row(exp, vecs[i], vecs[len(chunk) + i])
+                    for i, exp in enumerate(chunk)
+                ]
+                parts.append(store.arrow_table(EXPERIENCES, rows))
+            new = store.arrow_table(EXPERIENCES, [], parts)
+            store.replace_table(EXPERIENCES, new)
             lessons = store.column(LESSONS, [f for f in store.lesson_columns()]).to_pylist()
             if lessons:
                 vecs = emb.embed([str(r["trigger"]) for r in lessons])
@@ -632,13 +639,13 @@ class Mimir(LessonsMixin):
             "store",
             "reindexed",
             {
-                "experiences": len(rows),
+                "experiences": new.num_rows,
                 "lessons": len(lessons),
                 "kv": len(docs),
                 "embedder": emb.name,
             },
         )
-        return len(rows)
+        return int(new.num_rows)
 
     def compact(self) -> None:
         """Compact every table of the store and clean old versions now (normally automatic)."""

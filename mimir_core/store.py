@@ -802,7 +802,17 @@ class Store:
         """Every column of the lessons table except its vector."""
         return [f.name for f in _schemas(self.dim)[LESSONS] if f.name != "vector"]
 
-    def replace_table(self, name: str, rows: list[dict[str, Any]]) -> None:
+    def arrow_table(
+        self, name: str, rows: list[dict[str, Any]], parts: Sequence[pa.Table] = ()
+    ) -> pa.Table:
+        """``rows`` (then ``parts``, tables already made this way) as one Arrow table of the
+        table's schema: compact, where a list of row dicts holds a Python float per component."""
+        import pyarrow as pa
+
+        schema = _schemas(self.dim)[name]
+        return pa.concat_tables([pa.Table.from_pylist(rows, schema=schema), *parts])
+
+    def replace_table(self, name: str, rows: list[dict[str, Any]] | pa.Table) -> None:
         """Replace a table's content and schema (reindex to a new embedder).
 
         The old content is kept in ``<name>__backup`` until the new table is complete; a store
@@ -821,7 +831,12 @@ class Store:
             self._datasets.pop(name, None)
             tbl = self.db.create_table(name, schema=_schemas(self.dim)[name])
             for start in range(0, len(rows), 10_000):
-                tbl.add(rows[start : start + 10_000])
+                part = (
+                    rows[start : start + 10_000]
+                    if isinstance(rows, list)
+                    else rows.slice(start, 10_000)
+                )
+                tbl.add(part)
             self._ensure_fts(name)
             self.db.drop_table(backup)
 
