@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .errors import ConfigError, EmbedderUnavailableError
+from .redact import well_formed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -169,10 +170,11 @@ class CachedEmbedder:
         self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> Matrix:
-        return self.inner.embed(texts)
+        return self.inner.embed([well_formed(t) for t in texts])
 
     def embed_one(self, text: str) -> Matrix:
         """One text's vector (shape (dim,)), cached."""
+        text = well_formed(text)  # a tokenizer rejects lone surrogates with a TypeError
         with self._lock:
             hit = self._cache.get(text)
             if hit is not None:

@@ -6,7 +6,8 @@ opens the store sees them.
 
 * A document is a JSON object under ``(namespace, key)``; a namespace is a tuple of non-empty
   labels without ``.``. Values pass the write chokepoint: secrets and ``<private>`` spans are
-  redacted before anything is stored or embedded.
+  redacted before anything is stored or embedded. Labels and keys are identifiers, stored and
+  listed as given: one holding a secret (or a lone surrogate) is refused.
 * Each document is indexed by one or more texts (its whole content by default, or the fields the
   caller picked), each embedded by Mimir's own embedder. Search is hybrid, as in recall: the best
   cosine similarity over the document's texts plus the coverage bonus of exactly matched
@@ -29,7 +30,7 @@ from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInputError, short
-from .redact import sanitize, sanitize_obj
+from .redact import redact, sanitize, sanitize_obj, well_formed
 from .store import KV, sql_in, sql_str
 from .text import fts_text, query_terms, unfts_text, word_set
 
@@ -125,7 +126,21 @@ def validate_namespace(
             raise InvalidInputError(
                 field_name, f"label {label!r} must not contain '.' or NUL; got {labels!r}"
             )
+        check_identifier(field_name, label, "a namespace label")
     return labels
+
+
+def check_identifier(field_name: str, text: str, what: str) -> None:
+    """Refuse a namespace label or key that UTF-8 cannot carry or that holds a secret: they are
+    stored, listed and searched in clear, and redacting one would change which item it names."""
+    if well_formed(text) != text:
+        raise InvalidInputError(field_name, f"{what} must be valid Unicode (a lone surrogate)")
+    shown = redact(text)
+    if shown != text:
+        raise InvalidInputError(
+            field_name,
+            f"{what} looks like it holds a secret ({shown}); it would be stored in clear",
+        )
 
 
 def _ns_text(namespace: Namespace) -> str:
@@ -514,6 +529,7 @@ class KVStore:
             ns = validate_namespace(put.namespace)
             if not isinstance(put.key, str):
                 raise InvalidInputError("key", f"must be a string; got {short(put.key)}")
+            check_identifier("key", put.key, "a key")
             latest[_item_id(ns, put.key)] = (ns, put)
         if not latest:
             return

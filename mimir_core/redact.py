@@ -629,8 +629,14 @@ _FORMAT_RULES: Final[tuple[_Rule, ...]] = (
     _prefixed("perplexity_key", ["pplx-"], r"[A-Za-z0-9]{40,56}"),
     _prefixed("langsmith_key", ["lsv2_pt_", "lsv2_sk_"], r"[a-f0-9]{32}_[a-f0-9]{10}"),
     # --- code hosting / package registries --------------------------------------------------------
-    _prefixed("github_token", ["ghp_", "gho_", "ghu_", "ghs_", "ghr_"], r"[A-Za-z0-9]{30,251}"),
-    _prefixed("github_token", ["github_pat_"], r"[A-Za-z0-9_]{40,255}"),
+    # (a hyphen may precede these: "deploy-ghp_..." is still a token, the prefixes are distinctive)
+    _prefixed(
+        "github_token",
+        ["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
+        r"[A-Za-z0-9]{30,251}",
+        before=r"A-Za-z0-9_",
+    ),
+    _prefixed("github_token", ["github_pat_"], r"[A-Za-z0-9_]{40,255}", before=r"A-Za-z0-9_"),
     _prefixed(
         "gitlab_token",
         ["glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glft-", "glsoat-", "gloas-", "glimt-"],
@@ -1442,14 +1448,26 @@ def cap(text: str, limit: int) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def well_formed(text: str) -> str:
+    """``text`` as UTF-8 can carry it: a lone surrogate (text decoded with ``surrogateescape``,
+    a cut UTF-16 string) becomes U+FFFD, a pair written as two code units becomes its
+    character. Storage, the full-text index and the embedding model's tokenizer all need it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
 def sanitize(
     text: str, *, limit: int | None = None, extra_patterns: Sequence[PatternLike] = ()
 ) -> str:
-    """:func:`strip_private`, then :func:`redact`, then :func:`cap` (if ``limit`` is given).
+    """:func:`well_formed`, :func:`strip_private`, then :func:`redact`, then :func:`cap` (if
+    ``limit`` is given).
 
     Redaction runs on the full text, so a cap can never cut a secret in half and leak a part.
     """
-    out = redact(strip_private(text), extra_patterns)
+    out = redact(strip_private(well_formed(text)), extra_patterns)
     if limit is not None:
         out = cap(out, limit)
     return out

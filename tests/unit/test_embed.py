@@ -83,3 +83,14 @@ def test_opening_a_store_with_another_model_is_refused_until_reindex(
     assert other.reindex() == 1
     assert other.recall("run the integration test suite")[0].experience.action.startswith("alembic")
     assert Mimir(home, embedder=fast_embedder).stats().embedder == FASTEMBED_NAME  # type: ignore[arg-type]
+
+
+def test_lone_surrogates_reach_the_real_model_as_replacement_characters(mimir: Mimir) -> None:
+    # The tokenizer rejects a lone surrogate with a TypeError; text decoded with surrogateescape
+    # or cut from UTF-16 must still record, recall and build a context.
+    exp = mimir.record(task="deploy \ud800 the app", action="make \udcff deploy", outcome="failure")
+    assert exp.task == "deploy \ufffd the app" and exp.action == "make \ufffd deploy"
+    hits = mimir.recall("deploy \udc80 the app")
+    assert hits and hits[0].experience.id == exp.id
+    assert isinstance(mimir.context("deploy \ud800 app"), str)
+    assert mimir.recommend("deploy \ud800 the app") is None  # only ever failed

@@ -122,3 +122,33 @@ def test_a_schema_1_store_gains_the_kv_table(home: Path) -> None:
     kv.put(("n",), "k", {"text": "after the migration"})
     assert kv.search(("n",), query="migration")[0].key == "k"
     assert reopened.stats().experiences == 1
+
+
+GH_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+@pytest.mark.parametrize(
+    ("namespace", "key", "field"),
+    [
+        (("notes", GH_TOKEN), "k", "namespace"),
+        (("notes",), f"token-{GH_TOKEN}", "key"),
+        (("notes", "a\ud800"), "k", "namespace"),
+        (("notes",), "k\udcff", "key"),
+    ],
+)
+def test_a_label_or_key_holding_a_secret_or_a_lone_surrogate_is_refused(
+    kv: KVStore, home: Path, namespace: tuple[str, ...], key: str, field: str
+) -> None:
+    # Labels and keys are identifiers, stored and listed in clear: redacting one would change
+    # which item it names, so it is refused (without echoing the secret).
+    with pytest.raises(InvalidInputError) as err:
+        kv.put(namespace, key, {"v": 1})
+    assert err.value.field == field and GH_TOKEN not in str(err.value)
+    assert kv.list_namespaces() == []
+    assert not any(GH_TOKEN.encode() in p.read_bytes() for p in home.rglob("*") if p.is_file())
+
+
+def test_a_lone_surrogate_in_a_value_is_stored_as_a_replacement_character(kv: KVStore) -> None:
+    kv.put(("notes",), "k", {"text": "cut \ud83d utf-16 and a pair \ud83d\ude00"})
+    item = kv.get(("notes",), "k")
+    assert item is not None and item.value == {"text": "cut \ufffd utf-16 and a pair \U0001f600"}

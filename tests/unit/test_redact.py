@@ -24,6 +24,7 @@ from mimir_core.redact import (
     sanitize,
     sanitize_obj,
     strip_private,
+    well_formed,
 )
 
 CORPUS_PATH = Path(__file__).resolve().parents[1] / "data" / "secrets_corpus.json"
@@ -128,6 +129,7 @@ def test_benign_text_is_unchanged(text: str) -> None:
         ('{"client_secret": "q8Zr2pLx9Tn4"}', '{"client_secret": "[REDACTED:secret]"}'),
         ("GITHUB_TOKEN: Xy7pQ2rT9vLm", "GITHUB_TOKEN: [REDACTED:token]"),
         ("<password>Tr0ub4dor</password>", "<password>[REDACTED:password]</password>"),
+        ("deploy-ghp_" + "a1B2c3D4e5" * 4, "deploy-[REDACTED:github_token]"),
         (
             "machine api.x.io login bob password Tr0ub4dor",
             "machine api.x.io login bob password [REDACTED:password]",
@@ -290,6 +292,13 @@ def test_cap_never_splits_surrogate_pairs() -> None:
         stripped = re.sub(r"…\[truncated \d+ chars\]…|…", "", out)
         assert len(stripped) % 2 == 0
         assert stripped == pair * (len(stripped) // 2)
+
+
+def test_sanitize_makes_text_well_formed() -> None:
+    # a lone surrogate (surrogateescape, a cut UTF-16 string) cannot be stored as UTF-8
+    assert sanitize("cut \udcff here") == "cut \ufffd here"
+    assert sanitize("pair \ud83d\ude00") == "pair \U0001f600"
+    assert well_formed("plain é 漢字") == "plain é 漢字"
 
 
 def test_cap_emoji_and_unicode() -> None:
