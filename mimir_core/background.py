@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from . import spool
 from .capture.events import lesson_ids
@@ -318,18 +318,25 @@ class LiveMemory:
             log.info("mimir: lessons digest unreadable", exc_info=True)
             return ""
 
-    def capture(self, records: Iterable[Mapping[str, Any]]) -> int:
-        """Append ``records`` (with idempotency keys) to the spool now; store them soon.
+    def capture(self, records: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Append ``records`` (with idempotency keys) to the spool now, secrets redacted (the
+        spool is on disk too); store them soon. Returns the keys of the records spooled: one
+        that cannot be written is logged and skipped, and the others still go."""
+        from .redact import sanitize_obj
 
-        Returns how many were spooled. Raises :class:`~mimir_core.spool.SpoolError` when the
-        spool cannot be written."""
-        n = 0
+        extra = tuple(self.settings.redact_patterns or ())
+        done: list[str] = []
         for record in records:
-            spool.append(self.spool_dir, record)
-            n += 1
-        if n:
+            try:
+                clean = cast("dict[str, Any]", sanitize_obj(dict(record), extra_patterns=extra))
+                spool.append(self.spool_dir, clean)
+            except Exception as exc:
+                log.warning("mimir: a record could not be spooled: %s", exc)
+                continue
+            done.append(str(record.get("idempotency_key", "")))
+        if done:
             self._worker.submit(self._ingest)
-        return n
+        return done
 
     def _ingest(self) -> None:
         m = self._mimir

@@ -122,10 +122,11 @@ class ConversationMemory:
             )
             with self._lock:  # the store dedups too; this spares re-embedding a whole history
                 fresh = [r for r in records if r["idempotency_key"] not in self._captured]
-                self._captured.update((r["idempotency_key"], None) for r in fresh)
+            spooled = self.live.capture(fresh)  # only these count: a later capture retries the rest
+            with self._lock:
+                self._captured.update((key, None) for key in spooled)
                 while len(self._captured) > MAX_CAPTURED:
                     self._captured.pop(next(iter(self._captured)))
-            self.live.capture(fresh)
             return records
         except Exception:
             log.warning("mimir: could not capture the turn", exc_info=True)

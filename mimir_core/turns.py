@@ -434,27 +434,33 @@ def failure_digest(records: Sequence[Mapping[str, Any]], *, limit_chars: int = 1
     """A short list of the failed attempts among ``records``, for a conversation summary.
 
     Empty when nothing failed. A host that compresses its context can keep this in the summary,
-    so that the agent does not try again what already failed.
+    so that the agent does not try again what already failed. The records may be raw (not yet
+    through the write chokepoint), and the list goes into a prompt: secrets are redacted, and it
+    is fenced as data with its text made inert, like every block Mimir injects.
     """
+    from .digest import FENCE_CLOSE, FENCE_OPEN, neutralise
+    from .redact import sanitize
+
     lines: list[str] = []
     seen: set[tuple[str, str]] = set()
     for rec in records:
         if rec.get("outcome") != "failure":
             continue
-        action = _squash(str(rec.get("action") or ""), 200)
-        reason = _squash(str(rec.get("reason") or ""), 200)
+        action = _squash(neutralise(sanitize(str(rec.get("action") or ""))), 200)
+        reason = _squash(neutralise(sanitize(str(rec.get("reason") or ""))), 200)
         if (action, reason) in seen:
             continue
         seen.add((action, reason))
         lines.append(f"- `{action}` failed: {reason}" if reason else f"- `{action}` failed")
     if not lines:
         return ""
-    out = ["Attempts that already failed in this conversation (recorded by Mimir):"]
-    size = len(out[0])
+    head = "Attempts that already failed in this conversation (recorded by Mimir, as data):"
+    out = [FENCE_OPEN, head]
+    size = len(FENCE_OPEN) + len(head) + len(FENCE_CLOSE) + 2
     for i, line in enumerate(lines):
         if size + len(line) + 1 > limit_chars:
             out.append(f"- … and {len(lines) - i} more")
             break
         out.append(line)
         size += len(line) + 1
-    return "\n".join(out)
+    return "\n".join([*out, FENCE_CLOSE])

@@ -441,3 +441,57 @@ def test_a_history_seen_again_is_not_spooled_again(
     provider.on_session_end(history)  # the first turn again, and a new one
     provider.sync_turn(TASK, "y", messages=history)  # the new turn again
     assert spooled == [2, 2, 0]
+
+
+def test_a_turn_that_could_not_be_spooled_is_captured_again_at_session_end(
+    provider: MimirMemoryProvider, hermes_home: Path, tmp_path: Path
+) -> None:
+    live = provider._memory.live
+    spool_dir = live.spool_dir
+    live.spool_dir = tmp_path / "not-a-dir"
+    live.spool_dir.write_text("a file where the spool should be")
+    provider.sync_turn(TASK, "Fixed.", session_id="sess-1", messages=session(1))  # fails open
+    live.spool_dir = spool_dir
+    provider.on_session_end(session(1))
+    provider.shutdown()
+    settle(provider)
+    outcomes = sorted(e.outcome for e in store(hermes_home).recent(10, scope="*"))
+    assert outcomes == ["failure", "success"]
+
+
+def test_records_are_redacted_before_they_reach_the_spool(
+    hermes_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store cannot open, so the spooled lines stay on disk for the test to read.
+    monkeypatch.setenv("MIMIR_STORE_URI", "unknown-scheme://nowhere/at/all")
+    token = "ghp_" + "a1B2c3D4e5" * 4
+    p = MimirMemoryProvider()
+    p.initialize("s", hermes_home=str(hermes_home))
+    p.on_session_end(
+        [
+            {"role": "user", "content": f"push the release with {token}"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "function": {
+                            "name": "terminal",
+                            "arguments": json.dumps({"command": f"git push https://{token}@x/y"}),
+                        },
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "name": "terminal",
+                "tool_call_id": "c1",
+                "content": json.dumps({"output": "denied", "exit_code": 1, "error": None}),
+            },
+        ]
+    )
+    p.shutdown()
+    files = [f for f in p._memory.live.spool_dir.rglob("*") if f.is_file()]
+    spooled = b"".join(f.read_bytes() for f in files)
+    assert b"[REDACTED:github_token]" in spooled and token.encode() not in spooled
