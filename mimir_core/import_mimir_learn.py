@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from .errors import BackupError, InvalidInputError
 from .store import EXPERIENCES, sql_in
-from .validate import build_experience, id_for_key
+from .validate import build_experience, consistent_score, id_for_key
 
 if TYPE_CHECKING:
     from .memory import Mimir
@@ -91,11 +91,16 @@ def _item(row: sqlite3.Row, scope: str, has_superseded: bool) -> dict[str, Any]:
         context["failure_reason"], reason = reason, None
     context["mimir_learn_id"] = ident
     superseded = row["superseded_by"] if has_superseded else None
+    score = row["score"]
+    outcome = str(row["outcome"]).strip().lower()
+    if isinstance(score, (int, float)) and not consistent_score(float(score), outcome):
+        # mimir-learn let a failure score 0.8; the outcome is what happened, the score is kept
+        context["mimir_learn_score"], score = score, None
     return {
         "task": row["task"],
         "action": row["action"],
         "outcome": row["outcome"],
-        "score": row["score"],
+        "score": score,
         "reason": reason,
         "context": context,
         "scope": scope,

@@ -79,7 +79,23 @@ def normalize_score(value: object, outcome: str) -> float:
     score = float(value)
     if not math.isfinite(score) or not 0.0 <= score <= 1.0:
         raise InvalidInputError("score", f"must be in [0, 1]; got {score}", value)
+    if not consistent_score(score, outcome):
+        # a failure scored 1.0 would count as a success: recommend would prefer what only failed
+        raise InvalidInputError(
+            "score",
+            f"{score:g} contradicts outcome {outcome!r} (a failure scores at most 0.5, a "
+            "success at least 0.5; record a mixed result as 'partial')",
+            value,
+        )
     return score
+
+
+def consistent_score(score: float, outcome: str) -> bool:
+    """Whether ``score`` agrees with ``outcome``: at most 0.5 for a failure, at least 0.5 for a
+    success, anything for a partial result."""
+    if outcome == "failure":
+        return score <= 0.5
+    return outcome != "success" or score >= 0.5
 
 
 def normalize_time(field: str, value: object) -> datetime:

@@ -37,6 +37,8 @@ def build(**kw: object):  # type: ignore[no-untyped-def]
         ({"score": math.nan}, "score"),
         ({"score": "high"}, "score"),
         ({"score": True}, "score"),
+        ({"outcome": "failure", "score": 1.0}, "score"),  # would count as a success
+        ({"outcome": "success", "score": 0.2}, "score"),
         ({"context": "not a dict"}, "context"),
         ({"context": [1, 2]}, "context"),
         ({"reason": 3}, "reason"),
@@ -63,6 +65,8 @@ def test_outcome_is_case_insensitive_and_score_defaults() -> None:
     assert build(outcome="partial").score == 0.5
     assert build(outcome="success").score == 1.0
     assert build(outcome="partial", score=0.25).score == 0.25
+    assert build(outcome="failure", score=0.5).score == 0.5  # the boundary agrees with both
+    assert build(outcome="success", score=0.75).score == 0.75
 
 
 def test_long_texts_are_truncated_with_a_marker_not_rejected() -> None:
