@@ -18,11 +18,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mimir_core import spool
 from mimir_core.capture import Capture, Event
 from mimir_core.capture.events import sha256_hex
+
+if TYPE_CHECKING:
+    import re
 
 #: ``mimir hook <name>`` → the module with ``handle(payload, ctx) -> dict | None``.
 HOST_MODULES: dict[str, str] = {
@@ -45,24 +48,39 @@ def _env_flag(name: str, default: bool) -> bool:
     return value.strip().lower() not in ("0", "false", "no", "off")
 
 
-def _user_patterns(home: Path) -> tuple[str, ...]:
-    """``MIMIR_REDACT_PATTERNS`` (a JSON list of regexes), so a user's own secrets are redacted
-    before they reach the spool. A bad value is logged and skipped: the hook never fails."""
+def _user_patterns(home: Path) -> tuple[re.Pattern[str], ...]:
+    """``MIMIR_REDACT_PATTERNS`` (a JSON list of regexes), compiled, so a user's own secrets are
+    redacted before they reach the spool. Each bad entry is logged and skipped, the others kept
+    (one typo must not let every secret through); the hook never fails. What the regex compiler
+    warns about goes to the log too: a hook's stderr stays silent (hosts may show it)."""
     raw = os.environ.get("MIMIR_REDACT_PATTERNS")
     if not raw or not raw.strip():
         return ()
     import re  # only when the user set patterns: the hook's hot path stays lean
+    import warnings
 
     try:
         patterns = json.loads(raw)
-        if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
-            raise ValueError("expected a JSON list of strings")
-        for p in patterns:
-            re.compile(p)
-        return tuple(patterns)
-    except (ValueError, re.error) as exc:
+    except ValueError as exc:
         log(home, f"ignoring MIMIR_REDACT_PATTERNS={raw[:80]!r}: {exc}")
         return ()
+    if not isinstance(patterns, list):
+        log(home, f"ignoring MIMIR_REDACT_PATTERNS={raw[:80]!r}: expected a JSON list of strings")
+        return ()
+    compiled: list[re.Pattern[str]] = []
+    for p in patterns:
+        if not isinstance(p, str):
+            log(home, f"MIMIR_REDACT_PATTERNS: skipping {p!r:.80}: not a string")
+            continue
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                compiled.append(re.compile(p))
+            except re.error as exc:
+                log(home, f"MIMIR_REDACT_PATTERNS: skipping {p[:80]!r}: {exc}")
+        for w in caught:
+            log(home, f"MIMIR_REDACT_PATTERNS: {p[:80]!r}: {w.category.__name__}: {w.message}")
+    return tuple(compiled)
 
 
 class HookContext:
@@ -125,10 +143,13 @@ class HookContext:
             pass
         import subprocess
 
-        self.spool.mkdir(parents=True, exist_ok=True, mode=0o700)
+        spool.ensure_private_dir(self.spool)
         stamp.touch(mode=0o600)
         cmd = [sys.executable, "-m", "mimir_integrations.cli", "ingest", "--consolidate"]
-        with open(_log_path(self.home), "ab") as err:
+        # The ingest's stderr goes to the hooks log: opened 0600 (``open()`` would take the
+        # umask's 0666), like every log line.
+        err = os.open(_log_path(self.home), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
             subprocess.Popen(
                 [*cmd, "--home", str(self.home)],
                 stdin=subprocess.DEVNULL,
@@ -137,12 +158,15 @@ class HookContext:
                 start_new_session=True,
                 close_fds=True,
             )
+        finally:
+            os.close(err)
         log(self.home, f"started background ingest ({why})")
 
 
 def _log_path(home: Path) -> Path:
     logs = home / "logs"
-    logs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not logs.is_dir():
+        spool.ensure_private_dir(logs)  # the home too, when this is its first-ever file: 0700
     return logs / "hooks.log"
 
 
@@ -215,6 +239,25 @@ def _handler(host: str | None, config: str | None) -> Handler:
     return handle_fn
 
 
+def _reply(text: str) -> None:
+    """Print the answer. If the host closed its end of stdout, stdout is pointed at /dev/null so
+    the interpreter's final flush cannot fail too (exit 120 and a traceback on stderr); the
+    BrokenPipeError is then logged like any error."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, sys.stdout.fileno())
+            finally:
+                os.close(null)
+        except (OSError, ValueError):  # no real file descriptor behind sys.stdout
+            pass
+        raise
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one hook invocation; always returns 0 (fail open)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -237,8 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"payload is a JSON {type(payload).__name__}, not an object")
         answer = handler(payload, HookContext(home, raw))
         if answer:
-            sys.stdout.write(json.dumps(answer, ensure_ascii=False))
-            sys.stdout.flush()
+            _reply(json.dumps(answer, ensure_ascii=False))
     except Exception as exc:
         import traceback
 

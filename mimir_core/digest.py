@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .lessons.sign import canonical, hmac_sha256, read_key, sign, verify
+from .spool import ensure_private_dir
 from .text import query_terms
 
 DIGEST_VERSION = 1
@@ -158,12 +159,13 @@ def stem(word: str) -> str:
 def keywords(text: str) -> list[str]:
     """The distinct stemmed content words and identifiers of ``text``, in order."""
     idents, words = query_terms(text)
-    out: list[str] = []
+    is_ident = set(idents)  # set and dict lookups: linear in the text (lists made it quadratic)
+    out: dict[str, None] = {}
     for tok in [*idents, *words]:
-        s = tok if tok in idents else stem(tok)
-        if len(s) > 1 and s not in out:
-            out.append(s)
-    return out
+        s = tok if tok in is_ident else stem(tok)
+        if len(s) > 1:
+            out.setdefault(s, None)
+    return list(out)
 
 
 def _weight(term: str) -> float:
@@ -232,7 +234,7 @@ def write_digest(
     }
     data = dict(body, signature=sign(key, body))
     path = digest_path(home)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ensure_private_dir(path.parent)  # its missing parents (the home) 0700 too, whatever the umask
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
@@ -300,6 +302,17 @@ COVERAGE_FLOOR = 0.25
 WEIGHT_FLOOR = 1.5
 #: Or this much weight from the trigger and the evidence's keywords, whatever the coverage.
 STRONG_MATCH = 2.5
+#: Query text matched at most (characters): a prompt's head and tail, where the ask and the
+#: error are; a pasted 10 MB log would otherwise cost a hook seconds of tokenising.
+MAX_QUERY = 16 * 1024
+_QUERY_TAIL = 4 * 1024
+
+
+def bounded_query(query: str) -> str:
+    """``query`` itself, or its head and tail when longer than :data:`MAX_QUERY`."""
+    if len(query) <= MAX_QUERY:
+        return query
+    return query[: MAX_QUERY - _QUERY_TAIL] + "\n" + query[-_QUERY_TAIL:]
 
 
 def match(
@@ -315,6 +328,7 @@ def match(
     (generic agent words count a quarter); a lesson needs enough of its trigger covered and
     enough absolute matched weight. Identifiers (error codes, paths, flags) weigh double.
     """
+    query = bounded_query(query)
     qterms = set(keywords(query))
     if not qterms:
         return []

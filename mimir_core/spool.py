@@ -167,14 +167,18 @@ def append_bytes(path: Path, data: bytes) -> None:
     """One ``O_APPEND`` write of ``data`` to the file that is *still* named ``path``.
 
     A reader takes a file away by renaming it (:func:`set_aside`) and then waits for the writers
-    already in it (:func:`settle`). A writer holds a shared lock while it writes, and checks under
-    that lock that the name still points at the file it opened; if a rename got in between, it
-    writes to the new file instead. So no line ever lands in a file that was already read.
+    already in it (:func:`settle`). A writer holds the file's lock while it writes, and checks
+    under that lock that the name still points at the file it opened; if a rename got in between,
+    it writes to the new file instead. So no line ever lands in a file that was already read.
+
+    The lock is exclusive (a write takes microseconds) so that a short write (a full disk) can be
+    undone: the file is truncated back to where the line began, and the next line does not get
+    glued onto a torn fragment (which would make both unreadable).
     """
     for _ in range(32):
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
+            fcntl.flock(fd, fcntl.LOCK_EX)
             mine = os.fstat(fd)
             try:
                 named = os.stat(path)
@@ -183,7 +187,8 @@ def append_bytes(path: Path, data: bytes) -> None:
             if (mine.st_ino, mine.st_dev) != (named.st_ino, named.st_dev):
                 continue
             written = os.write(fd, data)
-            if written != len(data):  # pragma: no cover - a full disk mid-write
+            if written != len(data):  # a full disk mid-write: take the fragment back
+                os.ftruncate(fd, mine.st_size)
                 raise OSError(f"short write to {path} ({written} of {len(data)} bytes)")
             return
         finally:
@@ -223,12 +228,16 @@ def rewrite(path: Path, keep: Callable[[bytes], bool]) -> int:
         if len(kept) == len(lines):
             return 0
         tmp = path.with_name(f".{path.name}.{os.getpid()}.rewrite")
+        data = b"".join(kept)
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            os.write(out, b"".join(kept))
+            written = os.write(out, data)
             os.fsync(out)
         finally:
             os.close(out)
+        if written != len(data):  # a full disk: keep the old file whole rather than a cut copy
+            os.unlink(tmp)
+            raise OSError(f"short write to {tmp} ({written} of {len(data)} bytes)")
         os.replace(tmp, path)
         return len(lines) - len(kept)
     finally:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import spool
-from ..redact import cap, sanitize
+from ..redact import PatternLike, cap, sanitize
 from .events import (
     MAX_ACTION,
     Event,
@@ -74,7 +74,9 @@ def _one_line(text: str, limit: int = MAX_ACTION) -> str:
     return cap(" ".join(text.split()), limit)
 
 
-def _clean(text: str, limit: int, *, tail: bool = False, extra: tuple[str, ...] = ()) -> str:
+def _clean(
+    text: str, limit: int, *, tail: bool = False, extra: tuple[PatternLike, ...] = ()
+) -> str:
     """Redacted (``<private>`` spans removed, secrets masked), then capped to ``limit``."""
     return sanitize(_bounded(text, tail=tail), limit=limit, extra_patterns=extra)
 
@@ -96,19 +98,36 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
 
 
 def _write_json(path: Path, obj: dict[str, Any]) -> None:
+    """Replace ``path`` with ``obj`` atomically; on a short write (a full disk) the old file
+    stays and :class:`~mimir_core.spool.SpoolError` says so (the hook logs it)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     data = json.dumps(obj, ensure_ascii=False).encode("utf-8")  # one write, not one per chunk
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            written = os.write(fd, data)
+        finally:
+            os.close(fd)
+        if written != len(data):  # never rename a cut copy over the good one
+            raise OSError(f"short write ({written} of {len(data)} bytes)")
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise spool.SpoolError(f"cannot write {path}: {exc}") from exc
 
 
 def session_key(session_id: str) -> str:
-    """A file-name-safe, collision-free directory name for a session id."""
+    """A file-name-safe, collision-free directory name for a session id.
+
+    Never ``.`` or ``..`` (which would resolve outside ``sessions/`` and let a session's end
+    remove every other session's state) and never hidden: a leading dot becomes ``_``, and any
+    id that changed gets a hash of the original."""
     safe = _SAFE.sub("_", session_id)[:80]
+    if safe.startswith("."):
+        safe = "_" + safe[1:]
     if safe != session_id:
         safe += "-" + sha256_hex(session_id.encode("utf-8"))[:10]
     return safe or "unknown"
@@ -118,7 +137,7 @@ class Capture:
     """Turns events into spooled experience records for one store's spool directory.
 
     ``scope`` overrides the project scope (else it is derived from the event's ``cwd``);
-    ``redact_patterns`` are the user's own secret patterns (regex sources), applied with the
+    ``redact_patterns`` are the user's own secret patterns (sources or compiled), applied with the
     built-in ones before anything reaches the spool.
     """
 
@@ -127,7 +146,7 @@ class Capture:
         spool_dir: str | os.PathLike[str],
         *,
         scope: str | None = None,
-        redact_patterns: tuple[str, ...] = (),
+        redact_patterns: tuple[PatternLike, ...] = (),
     ) -> None:
         self.spool = Path(spool_dir)
         self.sessions = self.spool / "sessions"
@@ -136,9 +155,17 @@ class Capture:
 
     # -- session state ---------------------------------------------------------------------------
 
+    def session_path(self, session_id: str) -> Path:
+        """Where a session's state lives (maybe not created): the one place a session id
+        becomes a path, always a direct child of ``sessions/``."""
+        path = self.sessions / session_key(session_id)
+        if path.parent != self.sessions or path.name in (".", ".."):  # session_key rules it out
+            raise ValueError(f"session id {session_id[:80]!r} is not a safe directory name")
+        return path
+
     def session_dir(self, session_id: str) -> Path:
         """The state directory of a session (created)."""
-        path = self.sessions / session_key(session_id)
+        path = self.session_path(session_id)
         if not path.is_dir():
             spool.ensure_private_dir(path)  # each missing parent 0700 too, whatever the umask
         return path
@@ -241,7 +268,7 @@ class Capture:
         elif ev.kind in ("stop", "end"):
             self.close(ev.session_id)
             if ev.kind == "end":
-                remove_tree(self.sessions / session_key(ev.session_id))
+                remove_tree(self.session_path(ev.session_id))
 
     def _tool(self, ev: Event, meta: dict[str, Any]) -> None:
         steps_path = self.session_dir(ev.session_id) / STEPS
@@ -309,7 +336,7 @@ class Capture:
 
     def close(self, session_id: str) -> int:
         """Close the session's open episode: spool its final attempt. Returns records spooled."""
-        path = self.sessions / session_key(session_id)
+        path = self.session_path(session_id)
         if not path.is_dir():
             return 0
         spool.set_aside(path / STEPS, path / f"closing-{time.time_ns()}.jsonl")

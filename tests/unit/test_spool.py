@@ -199,7 +199,7 @@ def test_a_drain_racing_an_append_never_loses_the_line(
 
     def flock_then_drain(fd: int, op: int) -> None:
         # The writer has opened the file but not locked it: a whole drain runs now.
-        if op == fcntl.LOCK_SH and not drain.is_alive() and drain.ident is None:
+        if op == fcntl.LOCK_EX and not drain.is_alive() and drain.ident is None:
             drain.start()
             drain.join(timeout=10)
         real_flock(fd, op)
