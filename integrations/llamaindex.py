@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 from llama_index.core.llms import ChatMessage
@@ -38,6 +39,7 @@ from mimir_core.retrieval import KINDS, retrieve
 from mimir_core.turns import turn_records
 
 SOURCE = "llamaindex"
+log = logging.getLogger("mimir.llamaindex")
 
 
 def _open(mimir: Any) -> Any:
@@ -127,23 +129,36 @@ class MimirMemoryBlock(BaseMemoryBlock[str]):
         self.mimir = _open(self.mimir)
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        users = [m for m in messages or [] if str(getattr(m.role, "value", m.role)) == "user"]
-        query = (users[-1].content or "") if users else ""
-        if not query.strip():
+        try:
+            users = [m for m in messages or [] if str(getattr(m.role, "value", m.role)) == "user"]
+            query = (users[-1].content or "") if users else ""
+            if not query.strip():
+                return ""
+            context = await asyncio.to_thread(
+                self.mimir.context, query, budget_chars=self.budget_chars, scope=self.scope
+            )
+            return str(context)
+        except Exception as exc:  # memory must never stop the agent
+            log.warning("mimir: lessons unavailable: %s", exc)
             return ""
-        context = await asyncio.to_thread(
-            self.mimir.context, query, budget_chars=self.budget_chars, scope=self.scope
-        )
-        return str(context)
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
+        try:
+            await self._record_flushed(messages)
+        except Exception as exc:  # memory must never stop the agent
+            log.warning("mimir: could not record the flushed turns: %s", exc)
+
+    async def _record_flushed(self, messages: list[ChatMessage]) -> None:
         if not messages:
             return
         session = str((messages[0].additional_kwargs or {}).get("session_id") or "") or None
         # A flush can cut a turn in two: the open turn of the last flush is read again with this
         # one (its records have the same keys, so nothing is stored twice).
         chunk = [*self._open_turn.get(session or "", []), *map(_as_openai, messages)]
-        items = turn_records(chunk, source=SOURCE, session_id=session, scope=self.scope)
+        # The session is part of the keys: the same attempt in another session is another record.
+        items = turn_records(
+            chunk, source=SOURCE, session_id=session, scope=self.scope, run_id=session
+        )
         starts = [i for i, m in enumerate(chunk) if m["role"] == "user"]
         self._open_turn[session or ""] = chunk[starts[-1] :] if starts else []
         if items:

@@ -6,8 +6,9 @@ time-travel fork re-runs everything after the chosen checkpoint. This module mak
 safe under all of them:
 
 * **Keys.** A step's records are keyed on ``(thread_id, checkpoint_ns, task_id, label)``; a tool
-  call's on ``(thread_id, tool_call_id)``. Re-executions of the same task reuse the ids, so each
-  record is stored once (insert-if-absent by idempotency key, across processes).
+  call's on ``(thread_id, tool_call_id)`` and, when known, the tool and its arguments.
+  Re-executions of the same task reuse the ids, so each record is stored once (insert-if-absent
+  by idempotency key, across processes).
 * **Lineage.** A fork gets new task ids, so its records are new: they are a *branch*, and each
   carries the checkpoint the branch came from (:class:`LineageResolver`).
 
@@ -49,10 +50,25 @@ def step_key(thread_id: str | None, checkpoint_ns: str, task_id: str, label: str
     return "step:" + _digest([thread_id, checkpoint_ns, task_id, label])
 
 
-def tool_key(thread_id: str | None, tool_call_id: str) -> str:
-    """The idempotency key of a tool call's record."""
+def tool_key(
+    thread_id: str | None,
+    tool_call_id: str,
+    tool: str | None = None,
+    args: Mapping[str, Any] | None = None,
+) -> str:
+    """The idempotency key of a tool call's record.
+
+    With the tool's name and arguments, a replay of the call (same id, same tool, same
+    arguments, in any key order) has the same key, and another call that reuses the id does not:
+    its record is never taken for the earlier one.
+    """
     _require("tool_call_id", tool_call_id)
-    return "tool:" + _digest([thread_id, tool_call_id])
+    if tool is None and args is None:
+        return "tool:" + _digest([thread_id, tool_call_id])
+    payload = json.dumps(
+        dict(args or {}), sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
+    )
+    return "tool:" + _digest([thread_id, tool_call_id, tool, payload])
 
 
 # -- lineage ---------------------------------------------------------------------------------

@@ -74,6 +74,19 @@ def state_records(
     return []
 
 
+def state_after(state: Mapping[str, Any], writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """The state once a step's ``(key, value)`` writes are applied, for :func:`state_records`:
+    ``messages`` are appended to (a list or one message), every other key is replaced."""
+    after = dict(state)
+    for key, value in writes:
+        if key == "messages":
+            new = value if isinstance(value, list) else [value]
+            after["messages"] = [*(after.get("messages") or []), *new]
+        else:
+            after[key] = value
+    return after
+
+
 def state_query(state: Mapping[str, Any], to_openai: ToOpenAI) -> str:
     """What a state is about: its ``task``, else the last user message ("" when neither)."""
     task = state.get("task")

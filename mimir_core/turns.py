@@ -19,7 +19,10 @@ explains the code as not an error, such as ``grep`` finding nothing).
 
 Every record carries an idempotency key derived from the call id, the task, the action and the
 result, so feeding the same messages twice (``sync_turn`` for a turn and later
-``on_session_end`` with the whole history) stores each attempt once.
+``on_session_end`` with the whole history) stores each attempt once. Call ids are not unique
+everywhere (a legacy chain numbers its steps, fake and some real models reuse ids): a host that
+can tell its runs or sessions apart passes ``run_id``, which is part of every key, so the same
+attempt in another run is another record.
 
 Stdlib only, and never raises on malformed messages: whatever it cannot read is skipped.
 """
@@ -350,6 +353,7 @@ def turn_records(
     last_turn_only: bool = False,
     lessons_for: Callable[[str], Sequence[str]] | None = None,
     context: Mapping[str, Any] | None = None,
+    run_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """:meth:`Mimir.record_many` items for the attempts in ``messages`` (see the module doc).
 
@@ -358,7 +362,10 @@ def turn_records(
     steps. Successful read-only calls and Mimir's own tools (and ``ignore_tools``) are left
     out. ``last_turn_only`` keeps the turn of the last user message; ``lessons_for(user text)``
     gives the ids of the lessons shown for a turn; ``context`` is merged into every record's.
+    ``run_id`` (a session, a run, a user message id) is part of every idempotency key: the same
+    messages under the same ``run_id`` are the same records, under another they are new ones.
     """
+    run = () if run_id is None else (f"run={run_id}",)
     turns = split_turns(messages)
     if last_turn_only:
         turns = turns[-1:]
@@ -399,7 +406,7 @@ def turn_records(
                     "reason": attempt.reason or "failed",
                     "context": ctx,
                     "idempotency_key": _key(
-                        source, "fail", turn.task, action, _fingerprint(attempt, n)
+                        source, "fail", turn.task, action, _fingerprint(attempt, n), *run
                     ),
                 }
             )
@@ -423,7 +430,13 @@ def turn_records(
                     "reason": reason or None,
                     "context": ctx,
                     "idempotency_key": _key(
-                        source, "ok", turn.task, _fingerprint(first, first_n), str(len(done))
+                        source,
+                        "ok",
+                        turn.task,
+                        action,  # another sequence of steps is another success
+                        _fingerprint(first, first_n),
+                        str(len(done)),
+                        *run,
                     ),
                 }
             )

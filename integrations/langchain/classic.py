@@ -6,6 +6,7 @@ Prefer the modern path: ``MimirStore`` (LangGraph store) + ``MimirMiddleware`` +
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from langchain_classic.base_memory import BaseMemory
@@ -74,7 +75,12 @@ class MimirMemory(BaseMemory):
                 }
             )
             messages.append({"role": "tool", "tool_call_id": call_id, "content": str(observation)})
-        self.mimir.record_many(turn_records(messages, source=SOURCE, scope=self.scope))
+        # The step ids are made up here ("step-0", ...) and repeat in every run: each
+        # save_context is one run of the chain, so its records are keyed on a run id of their own.
+        run_id = uuid.uuid4().hex
+        self.mimir.record_many(
+            turn_records(messages, source=SOURCE, scope=self.scope, run_id=run_id)
+        )
 
     def clear(self) -> None:
         """Nothing to clear: the memory is Mimir's long-term store."""

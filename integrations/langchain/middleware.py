@@ -80,7 +80,13 @@ class MimirMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     def _with_lessons(self, request: ModelRequest, lessons: str) -> ModelRequest:
         if not lessons:
             return request
-        base = request.system_message.text if request.system_message is not None else ""
+        system = request.system_message
+        if system is not None and isinstance(system.content, list):
+            # Content blocks (say, with a cache_control) stay as they are; the lessons are one
+            # more text block after them.
+            blocks = [*system.content, {"type": "text", "text": lessons}]
+            return request.override(system_message=system.model_copy(update={"content": blocks}))
+        base = system.text if system is not None else ""
         merged = f"{base}\n\n{lessons}" if base else lessons
         return request.override(system_message=SystemMessage(content=merged))
 
@@ -143,7 +149,11 @@ class MimirMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     def _items(self, messages: Sequence[Any], thread: str | None) -> list[dict[str, Any]]:
         try:
             items = turn_records(
-                openai_messages(messages), source=SOURCE, scope=self.scope, last_turn_only=True
+                openai_messages(messages),
+                source=SOURCE,
+                scope=self.scope,
+                last_turn_only=True,
+                run_id=_turn_id(messages),
             )
         except Exception as exc:
             log.warning("mimir: could not read the run: %s", exc)
@@ -171,6 +181,16 @@ def _failed_message(request: Any, exc: BaseException) -> ToolMessage:
         name=call.get("name"),
         status="error",
     )
+
+
+def _turn_id(messages: Sequence[Any]) -> str | None:
+    """The id of the last user message: the agent's state gives every message one, which is the
+    same on each re-run of that turn and new in every other run (tool call ids can repeat)."""
+    for msg in reversed(messages):
+        if getattr(msg, "type", None) == "human":
+            ident = getattr(msg, "id", None)
+            return None if ident is None else str(ident)
+    return None
 
 
 def _thread_of(runtime: Any) -> str | None:

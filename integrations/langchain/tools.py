@@ -11,7 +11,7 @@ from langchain_core.tools import BaseTool, BaseToolkit, ToolException
 from pydantic import BaseModel, ConfigDict
 
 from mimir_core.episodes import tool_key
-from mimir_core.errors import MimirError
+from mimir_core.errors import InvalidInputError, MimirError
 from mimir_core.tools import TOOLS, call_tool, get_tool
 
 SOURCE = "langchain"
@@ -57,7 +57,7 @@ class MimirTool(BaseTool):
     the ``ToolMessage.artifact``. A bad call answers with the core's message naming the argument
     (a ``status="error"`` result; ``handle_tool_error=False`` raises the ``MimirError``). Called
     with a tool call id (inside an agent), a recording tool stores its experience once per
-    ``(thread_id, tool_call_id)``.
+    ``(thread_id, tool_call_id)`` and payload (the tool and its arguments).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -80,7 +80,23 @@ class MimirTool(BaseTool):
         # argument a tool does not take is an error, not silently dropped.
         if isinstance(tool_input, dict):
             return (), dict(tool_input)
+        if isinstance(tool_input, str):  # invoke("deploy"): the one argument the tool needs
+            return (), self._string_args(tool_input)
         return super()._to_args_and_kwargs(tool_input, tool_call_id)
+
+    def _string_args(self, text: str) -> dict[str, Any]:
+        fields = get_tool(self.name).args.model_fields
+        required = [name for name, field in fields.items() if field.is_required()]
+        if len(required) == 1:
+            return {required[0]: text}
+        if not required and not text.strip():
+            return {}
+        wanted = ", ".join(required or fields)
+        takes = f"takes {wanted} by name, not one string" if wanted else "takes no arguments"
+        exc = InvalidInputError("input", f"{self.name} {takes}", text)
+        if not self.handle_tool_error:
+            raise exc
+        raise ToolException(str(exc)) from exc
 
     def run(self, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
         token = _CALL.set(_call_of(kwargs))
@@ -102,7 +118,10 @@ class MimirTool(BaseTool):
         thread_id, call_id = _CALL.get()
         target = self.mimir
         if call_id:
-            target = _KeyedRecords(self.mimir, tool_key(thread_id, call_id), thread_id)
+            # Keyed on the tool and its arguments too: a call id reused for another payload is
+            # another record, never the earlier one answered back as "Recorded".
+            key = tool_key(thread_id, call_id, self.name, kwargs)
+            target = _KeyedRecords(self.mimir, key, thread_id)
         try:
             out = call_tool(target, self.name, kwargs, source=SOURCE)
         except MimirError as exc:  # the model sees what was wrong with which argument

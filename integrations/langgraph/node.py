@@ -12,12 +12,14 @@ from langchain_core.messages import convert_to_openai_messages
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from mimir_core.episodes import Episodes
 from mimir_core.errors import MimirError
 from mimir_core.graph_steps import (
     SaverLineage,
     mark_tool_errors,
+    state_after,
     state_query,
     state_records,
     step_ref,
@@ -177,11 +179,8 @@ class MimirMemoryNode:
         return node
 
     def _after_step(self, state: Mapping[str, Any], update: Any, config: RunnableConfig) -> None:
-        merged = {**state, **update} if isinstance(update, Mapping) else dict(state)
-        if isinstance(update, Mapping) and isinstance(update.get("messages"), list):
-            merged["messages"] = [*(state.get("messages") or []), *update["messages"]]
         try:
-            items = self.describe(merged)
+            items = self.describe(state_after(state, _update_pairs(update)))
         except Exception as exc:
             log.warning("mimir: could not describe the step: %s", exc)
             return
@@ -213,13 +212,45 @@ class MimirMemoryNode:
         return self.episodes.record_step(ref, items, branch=branch, label=label)
 
 
+#: What LangGraph injects into a node by parameter name, read from the wrapping node's runtime
+#: (``langgraph._internal._runnable.KWARGS_CONFIG_KEYS``): a step declaring ``store`` or
+#: ``writer`` gets it as it would unwrapped.
+_INJECTED: dict[str, Callable[[Any, Any], Any]] = {
+    "config": lambda config, runtime: config,
+    "runtime": lambda config, runtime: runtime,
+    "store": lambda config, runtime: getattr(runtime, "store", None),
+    "writer": lambda config, runtime: getattr(runtime, "stream_writer", None),
+    "previous": lambda config, runtime: getattr(runtime, "previous", None),
+}
+_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
 def _extras(params: Mapping[str, inspect.Parameter], config: Any, runtime: Any) -> dict[str, Any]:
     extras: dict[str, Any] = {}
-    if "config" in params:
-        extras["config"] = config
-    if "runtime" in params:
-        extras["runtime"] = runtime
+    for name, param in list(params.items())[1:]:  # the first one is the state
+        get = _INJECTED.get(name)
+        if get is None or param.kind not in _KINDS:
+            continue
+        value = get(config, runtime)
+        if value is not None or param.default is inspect.Parameter.empty:
+            extras[name] = value
     return extras
+
+
+def _update_pairs(update: Any) -> list[tuple[str, Any]]:
+    """The ``(key, value)`` writes of what a step returned, as LangGraph reads them: a dict, a
+    ``Command``'s ``update`` (not one for the parent graph), or a list of those."""
+    if update is None:
+        return []
+    if isinstance(update, Mapping):
+        return list(update.items())
+    if isinstance(update, Command):
+        if update.graph == Command.PARENT:
+            return []
+        return [p for p in update._update_as_tuples() if p[0] != "__root__"]
+    if isinstance(update, (list, tuple)):
+        return [pair for part in update for pair in _update_pairs(part)]
+    return []
 
 
 def _merge(update: Any, memory: dict[str, Any]) -> Any:

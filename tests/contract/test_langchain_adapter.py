@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.tools import ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -111,6 +111,47 @@ def test_a_recording_tool_call_is_stored_once_per_call_id(m: Mimir) -> None:
     assert sum(e.thread_id == "t1" for e in got) == 2
 
 
+def test_a_reused_call_id_with_another_payload_is_another_record(m: Mimir) -> None:
+    tools = {t.name: t for t in get_tools(m)}
+    ok = {"task": "deploy", "action": "make deploy", "outcome": "success"}
+    bad = {"task": "lint", "action": "ruff check .", "reason": "E501"}
+    first = tools["record_experience"].invoke(
+        {"type": "tool_call", "id": "call_0", "name": "record_experience", "args": ok}
+    )
+    second = tools["record_failure"].invoke(
+        {"type": "tool_call", "id": "call_0", "name": "record_failure", "args": bad}
+    )
+    assert first.artifact["experience"]["id"] != second.artifact["experience"]["id"]
+    again = tools["record_failure"].invoke(  # a true redelivery, arguments in another order
+        {
+            "type": "tool_call",
+            "id": "call_0",
+            "name": "record_failure",
+            "args": dict(reversed(bad.items())),
+        }
+    )
+    assert again.artifact["experience"]["id"] == second.artifact["experience"]["id"]
+    got = sorted((e.outcome, e.task, e.action) for e in m.recent(10))
+    assert got == [("failure", "lint", "ruff check ."), ("success", "deploy", "make deploy")]
+
+
+def test_a_string_input_is_the_one_required_argument_or_a_tool_error(m: Mimir) -> None:
+    m.record_failure("deploy the app", "kubectl apply -f app.yaml", "ImagePullBackOff")
+    tools = {t.name: t for t in get_tools(m)}
+    recall = tools["recall_experiences"]
+    assert recall.invoke("deploy") == recall.invoke({"query": "deploy"})
+    assert recall.run("deploy") == recall.invoke({"query": "deploy"})
+    assert "kubectl apply" in recall.invoke("deploy")
+    assert tools["record_failure"].invoke("deploy") == (
+        "input: record_failure takes task, action, reason by name, not one string"
+    )
+    assert tools["memory_stats"].invoke("x") == "input: memory_stats takes no arguments"
+    assert m.stats().experiences == 1
+    recall.handle_tool_error = False
+    with pytest.raises(InvalidInputError, match="query"):
+        recall.invoke("")
+
+
 def test_middleware_injects_lessons_without_storing_them(m: Mimir) -> None:
     lesson = seed_lesson(
         m,
@@ -128,6 +169,21 @@ def test_middleware_injects_lessons_without_storing_them(m: Mimir) -> None:
     assert system.content.startswith("You are careful.")
     assert lesson.id in system.content and "alembic upgrade head" in system.content
     assert all(lesson.id not in str(msg.content) for msg in out["messages"])  # not in the state
+
+
+def test_middleware_keeps_the_content_blocks_of_a_system_message(m: Mimir) -> None:
+    lesson = seed_lesson(m, rule="Pin the node version.", trigger="build the frontend")
+    cached = {"type": "text", "text": "You are careful.", "cache_control": {"type": "ephemeral"}}
+    SEEN.clear()
+    model = ScriptedModel(responses=[AIMessage("Pinned.")])
+    agent = create_agent(
+        model, system_prompt=SystemMessage(content=[cached]), middleware=[MimirMiddleware(m)]
+    )
+    agent.invoke({"messages": [{"role": "user", "content": "build the frontend"}]})
+    system = SEEN[0][0]
+    assert system.type == "system" and isinstance(system.content, list)
+    assert system.content[0] == cached  # cache_control kept
+    assert system.content[1]["type"] == "text" and lesson.id in system.content[1]["text"]
 
 
 def test_middleware_records_tool_failures_and_the_run_once(m: Mimir) -> None:
@@ -217,6 +273,49 @@ def test_legacy_memory_loads_lessons_and_records_agent_steps(m: Mimir) -> None:
     added = m.recent(2)
     assert m.stats().experiences == before + 2
     assert {e.outcome for e in added} == {"failure", "success"}
+
+
+def test_legacy_memory_keeps_every_run_and_every_action(m: Mimir) -> None:
+    from langchain_core.agents import AgentAction
+
+    from mimir_integrations.langchain import MimirMemory
+
+    mem = MimirMemory(mimir=m, input_key="input")
+
+    def save(command: str, observation: str) -> None:
+        steps = [(AgentAction("shell", {"command": command}, ""), observation)]
+        mem.save_context({"input": "build it"}, {"output": "", "intermediate_steps": steps})
+
+    save("make build", "built")
+    save("cargo build --release", "built")  # the same step id "step-0", another action
+    for _ in range(3):  # the same failure in three runs: "failed 3 times here"
+        save("make deploy", "Error: permission denied")
+    got = sorted((e.outcome, e.action) for e in m.recent(10))
+    assert got == [
+        ("failure", "make deploy"),
+        ("failure", "make deploy"),
+        ("failure", "make deploy"),
+        ("success", "cargo build --release"),
+        ("success", "make build"),
+    ]
+
+
+def test_middleware_without_a_checkpointer_keeps_runs_with_reused_call_ids(m: Mimir) -> None:
+    @tool
+    def shell(command: str) -> str:
+        """Run a shell command."""
+        raise ToolException("Error: permission denied")
+
+    shell.handle_tool_error = True
+    for _ in range(2):  # two runs; the model numbers its tool calls from c1 each time
+        model = ScriptedModel(
+            responses=[call("shell", {"command": "make deploy"}, "c1"), AIMessage("It failed.")]
+        )
+        agent = create_agent(model, tools=[shell], middleware=[MimirMiddleware(m)])
+        agent.invoke({"messages": [{"role": "user", "content": "deploy it"}]})
+    got = [(e.outcome, e.action) for e in m.recent(10)]
+    # recorded when the tool failed and after the run: once per run, and each run counts
+    assert got == [("failure", "make deploy")] * 2
 
 
 def run(code: str) -> subprocess.CompletedProcess[str]:

@@ -118,3 +118,45 @@ async def test_a_turn_cut_by_a_flush_is_recorded_once(m: Mimir) -> None:
 
 async def test_the_block_is_empty_without_a_user_message(m: Mimir) -> None:
     assert await MimirMemoryBlock(mimir=m).aget([]) == ""
+
+
+async def test_the_same_attempt_in_another_session_is_another_record(m: Mimir) -> None:
+    block = MimirMemoryBlock(mimir=m)
+    for session in ("s1", "s2", "s1"):  # s1 twice: a redelivery of the same turn
+        turn = [ChatMessage(role="user", content="build the frontend")]
+        turn += tool_turn("c1", "npm run build", "Error: node 16 is not supported")
+        for msg in turn:
+            msg.additional_kwargs["session_id"] = session
+        await MimirMemoryBlock(mimir=m).aput(turn) if session == "s2" else await block.aput(turn)
+    got = sorted((e.session_id, e.action) for e in m.recent(10))
+    assert got == [("s1", "npm run build"), ("s2", "npm run build")]
+
+
+async def test_a_memory_failure_never_fails_the_host_memory(
+    m: Mimir, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mimir_core.errors import StoreError
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise StoreError("the store is unavailable")
+
+    monkeypatch.setattr(m, "context", broken)
+    monkeypatch.setattr(m, "record_many", broken)
+    memory = Memory.from_defaults(
+        session_id="s1",
+        token_limit=200,
+        chat_history_token_ratio=0.3,
+        token_flush_size=40,
+        memory_blocks=[MimirMemoryBlock(mimir=m)],
+    )
+    await memory.aput_messages(
+        [
+            ChatMessage(role="user", content="build the frontend"),
+            *tool_turn("c1", "npm run build", "Error: node 16 is not supported"),
+        ]
+    )
+    for i in range(6):  # flushes the failed turn into the block, whose store is down
+        await memory.aput(ChatMessage(role="user", content=f"item {i} " + "x " * 20))
+    prompt = await memory.aget()  # the lessons are empty, the chat goes on
+    assert prompt[-1].content.startswith("item 5")
+    assert "lessons unavailable" in caplog.text and "could not record" in caplog.text

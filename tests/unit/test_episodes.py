@@ -89,3 +89,12 @@ def test_several_items_of_a_step_and_tool_calls(hash_mimir: Mimir) -> None:
     got = eps.history("t")
     assert sorted(e.action for e in got) == ["a1", "a2", "tool(a=1)"]
     assert all(e.thread_id == "t" for e in got)
+
+
+def test_a_tool_key_covers_the_tool_and_its_arguments() -> None:
+    args = {"task": "deploy", "action": "make deploy", "outcome": "success"}
+    key = tool_key(None, "call_0", "record_experience", args)
+    assert key == tool_key(None, "call_0", "record_experience", dict(reversed(args.items())))
+    assert key != tool_key(None, "call_0", "record_failure", args)
+    assert key != tool_key(None, "call_0", "record_experience", {**args, "action": "helm up"})
+    assert key != tool_key("t", "call_0", "record_experience", args)

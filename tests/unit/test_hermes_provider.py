@@ -247,7 +247,9 @@ def test_shutdown_starts_consolidation_when_it_is_due(
     monkeypatch.setenv("MIMIR_AUTO_CONSOLIDATE_FAILURES", "3")
     p = MimirMemoryProvider()
     p.initialize("s", hermes_home=str(hermes_home))
-    for n in range(4):
+    # Six sessions: with four, whether the lesson passed the cross-fitted gate hung on which
+    # fold (a hash of the record's idempotency key) each record fell in.
+    for n in range(6):
         p.sync_turn(TASK, "ok", session_id=f"s{n}", messages=session(n))
     p.shutdown()
     log = hermes_home / "mimir" / "logs" / "consolidate.log"

@@ -337,3 +337,21 @@ def test_failure_digest_is_redacted_fenced_and_inert() -> None:
     assert token not in digest and "[REDACTED:github_token]" in digest
     assert digest.startswith("<mimir-memory>\n") and digest.endswith("\n</mimir-memory>")
     assert digest.count("</mimir-memory>") == 1  # the recorded text cannot close the fence
+
+
+def test_a_different_successful_action_is_another_record() -> None:
+    def run(command: str) -> list[dict[str, Any]]:
+        return [user("build it"), call("step-0", "shell", command=command), result("step-0", "ok")]
+
+    (first,) = turn_records(run("make build"), source="chat")
+    (second,) = turn_records(run("cargo build --release"), source="chat")
+    assert first["action"] != second["action"]
+    assert first["idempotency_key"] != second["idempotency_key"]
+
+
+def test_run_id_tells_runs_apart_and_keeps_a_redelivery_once() -> None:
+    msgs = [user("deploy"), call("step-0", "shell", command="make deploy")]
+    msgs.append(result("step-0", terminal("denied", 2)))
+    keys = [turn_records(msgs, source="chat", run_id=r)[0]["idempotency_key"] for r in "aab"]
+    assert keys[0] == keys[1] and keys[0] != keys[2]  # same run: once; another run: new
+    assert turn_records(msgs, source="chat")[0]["idempotency_key"] not in keys

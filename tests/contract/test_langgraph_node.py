@@ -1,0 +1,69 @@
+"""``MimirMemoryNode.wrap`` around steps that use LangGraph's other return and injection forms."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, TypedDict
+
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
+from langgraph.types import Command, StreamWriter
+
+from mimir_core import Mimir
+from mimir_integrations.langgraph import MimirMemoryNode
+
+CFG = {"configurable": {"thread_id": "t1"}}
+
+
+class State(TypedDict, total=False):
+    task: str
+    action: str
+    outcome: str
+    reason: str
+    mimir_lessons: str
+
+
+def graph(step: Any, m: Mimir, **compile_kwargs: Any) -> Any:
+    g = StateGraph(State)
+    g.add_node("act", MimirMemoryNode(m).wrap(step))
+    g.add_edge(START, "act")
+    g.add_edge("act", END)
+    return g.compile(checkpointer=InMemorySaver(), **compile_kwargs)
+
+
+def test_a_step_returning_a_command_is_recorded(hash_mimir: Mimir) -> None:
+    def act(state: State) -> Command[Any]:
+        update = {"action": "make deploy", "outcome": "failure", "reason": "denied"}
+        return Command(update=update, goto=END)
+
+    def act_pairs(state: State) -> list[Command[Any]]:  # a list of Commands, writes as pairs
+        return [Command(update=[("action", "make lint"), ("outcome", "success")])]
+
+    graph(act, hash_mimir).invoke({"task": "deploy"}, CFG)
+    graph(act_pairs, hash_mimir).invoke({"task": "lint"}, {"configurable": {"thread_id": "t2"}})
+    got = sorted((e.task, e.action, e.outcome) for e in hash_mimir.recent(5))
+    assert got == [("deploy", "make deploy", "failure"), ("lint", "make lint", "success")]
+
+
+def test_a_step_gets_the_store_and_writer_langgraph_injects(hash_mimir: Mimir) -> None:
+    seen: dict[str, Any] = {}
+
+    def act(state: State, *, store: BaseStore, writer: StreamWriter) -> dict[str, Any]:
+        seen["store"] = store
+        writer({"note": "acting"})
+        return {"action": "make deploy", "outcome": "success"}
+
+    async def aact(state: State, store: BaseStore, writer: StreamWriter) -> dict[str, Any]:
+        seen["astore"] = store
+        return {"action": "make deploy", "outcome": "success"}
+
+    store = InMemoryStore()
+    chunks = list(
+        graph(act, hash_mimir, store=store).stream({"task": "deploy"}, CFG, stream_mode="custom")
+    )
+    assert chunks == [{"note": "acting"}] and seen["store"] is store
+    asyncio.run(graph(aact, hash_mimir, store=store).ainvoke({"task": "deploy"}, CFG))
+    assert seen["astore"] is store
+    assert [e.action for e in hash_mimir.recent(5)] == ["make deploy"] * 2
