@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # argparse, json and pathlib load lazily: ``mimir hook`` runs on every tool call
     import argparse
@@ -30,15 +30,18 @@ Handler = Callable[["argparse.Namespace"], int]
 
 def open_mimir(args: argparse.Namespace, **overrides: Any) -> Any:
     """A :class:`Mimir` for the parsed arguments (``--home``), scoped to the current project."""
+    from mimir_core.errors import InvalidInputError
     from mimir_core.memory import Mimir
     from mimir_core.scope import scope_for
-    from mimir_core.settings import MimirSettings
+    from mimir_core.settings import load_settings
 
-    settings = MimirSettings()
+    settings = load_settings()
     home = getattr(args, "home", None)
-    if home:
+    if home is not None:
         from pathlib import Path
 
+        if not home.strip():  # Path("") would be the current directory
+            raise InvalidInputError("--home", "must not be empty (omit it for $MIMIR_HOME)")
         settings.home = Path(home).expanduser()
         if not os.environ.get("MIMIR_STORE_URI"):
             settings.store_uri = None
@@ -52,9 +55,24 @@ def emit(args: argparse.Namespace, data: Any, human: Callable[[], str]) -> None:
     if getattr(args, "json", False):
         import json
 
-        print(json.dumps(to_jsonable(data), ensure_ascii=False, indent=2))
+        from mimir_core.errors import MimirError
+
+        try:  # strict JSON: NaN and Infinity are not JSON
+            text = json.dumps(to_jsonable(data), ensure_ascii=False, indent=2, allow_nan=False)
+        except ValueError as exc:
+            raise MimirError(f"cannot print JSON: {exc}") from exc
+        print(text)
     else:
-        print(human())
+        print(printable(human()))
+
+
+def printable(text: str, *, keep_newlines: bool = True) -> str:
+    """``text`` safe for a terminal: control characters (ESC, BEL, CR, ...; newlines and tabs
+    too unless ``keep_newlines``) are shown escaped (``\\x1b``) instead of acting on it."""
+    import re
+
+    pattern = r"[\x00-\x08\x0b-\x1f\x7f-\x9f]" if keep_newlines else r"[\x00-\x1f\x7f-\x9f]"
+    return re.sub(pattern, lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def to_jsonable(data: Any) -> Any:
@@ -71,12 +89,20 @@ def to_jsonable(data: Any) -> Any:
 def build_parser() -> argparse.ArgumentParser:
     """The full parser, with every registered subcommand."""
     import argparse
+
+    class OneLineParser(argparse.ArgumentParser):
+        """Usage errors (``--score abc``, a missing argument) are one line on stderr, exit 1,
+        like every other error (``-h`` still shows the usage)."""
+
+        def error(self, message: str) -> NoReturn:
+            self.exit(1, f"{self.prog}: error: {printable(message, keep_newlines=False)}\n")
+
     import importlib
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", help="Mimir home directory (default: $MIMIR_HOME or ~/.mimir)")
     common.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="mimir",
         description="Experience-driven memory for agents.",
     )
@@ -122,7 +148,7 @@ def run_handler(prog: str, handler: Handler, args: argparse.Namespace) -> int:
     try:
         return handler(args)
     except MimirError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {printable(str(exc), keep_newlines=False)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -131,7 +157,17 @@ def run_handler(prog: str, handler: Handler, args: argparse.Namespace) -> int:
     except Exception as exc:  # one clear line, never a stack trace (MIMIR_DEBUG=1 shows it)
         if os.environ.get("MIMIR_DEBUG"):
             raise
-        print(f"{prog}: unexpected error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        from pydantic import ValidationError
+        from pydantic_settings import SettingsError
+
+        if isinstance(exc, (ValidationError, SettingsError)):  # MimirSettings() built elsewhere
+            from mimir_core.settings import settings_error
+
+            msg = printable(str(settings_error(exc)), keep_newlines=False)
+            print(f"{prog}: error: {msg}", file=sys.stderr)
+            return 1
+        msg = printable(f"{type(exc).__name__}: {exc}", keep_newlines=False)
+        print(f"{prog}: unexpected error: {msg}", file=sys.stderr)
         return 1
 
 

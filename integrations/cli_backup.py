@@ -20,10 +20,13 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         help="file to write (mode 0600, atomically; default mimir-export-<UTC time>.jsonl), "
-        "or - for stdout",
+        "- for stdout, or an existing FIFO or device (written through)",
     )
     p.add_argument(
-        "--with-vectors", action="store_true", help="include embeddings (import re-embeds)"
+        "--with-vectors",
+        action="store_true",
+        help="include the embeddings, so that importing the file needs no re-embedding "
+        "(by default import re-embeds)",
     )
     p.set_defaults(handler=cmd_export)
 

@@ -11,7 +11,16 @@ from .cli import emit, open_mimir
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add the core subcommands."""
-    p = sub.add_parser("demo", parents=[common], help="run the whole loop on a temporary store")
+    demo_common = argparse.ArgumentParser(add_help=False)  # its --home has another default
+    demo_common.add_argument(
+        "--home",
+        help="store to run the demo in (default: a fresh temporary store, "
+        "$TMPDIR/mimir-demo-<uid>, emptied by the next run)",
+    )
+    demo_common.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p = sub.add_parser(
+        "demo", parents=[demo_common], help="run the whole loop on a temporary store"
+    )
     p.set_defaults(handler=cmd_demo)
 
     p = sub.add_parser("record", parents=[common], help="record one experience")
@@ -76,6 +85,8 @@ def cmd_record(args: argparse.Namespace) -> int:
             context = json.loads(args.context)
         except json.JSONDecodeError as exc:
             raise InvalidInputError("context", f"is not valid JSON ({exc.msg})") from exc
+        except RecursionError:
+            raise InvalidInputError("context", "is nested too deeply to parse") from None
     m = open_mimir(args)
     exp = m.record(
         args.task,

@@ -62,12 +62,12 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 def _judge() -> Any:
     from mimir_core.errors import ConfigError
     from mimir_core.lessons.judge import AnthropicChat, LLMJudge
-    from mimir_core.settings import MimirSettings
+    from mimir_core.settings import load_settings
 
     key = os.environ.get("ANTHROPIC_API_KEY")
     if not key:
         raise ConfigError("ANTHROPIC_API_KEY: set it to use --llm (or drop --llm)")
-    settings = MimirSettings()
+    settings = load_settings()
     chat = AnthropicChat(
         api_key=key, base_url=os.environ.get("ANTHROPIC_BASE_URL") or None, model=settings.llm_model
     )
@@ -77,12 +77,12 @@ def _judge() -> Any:
 def cmd_consolidate(args: argparse.Namespace) -> int:
     from mimir_core.lessons.auto import due
     from mimir_core.lessons.render import render_report
-    from mimir_core.settings import MimirSettings
+    from mimir_core.settings import load_settings
 
     # No background run from inside this one (capture drained by consolidate() records).
     m = open_mimir(args, auto_consolidate=False)
     if args.auto:
-        m.auto_consolidate = MimirSettings().auto_consolidate  # MIMIR_AUTO_CONSOLIDATE=0: never
+        m.auto_consolidate = load_settings().auto_consolidate  # MIMIR_AUTO_CONSOLIDATE=0: never
         if not due(m):
             emit(args, {"ran": False, "reason": "not due"}, lambda: "Consolidation not due yet.")
             return 0

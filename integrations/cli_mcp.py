@@ -95,7 +95,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace, front: Any) -> int:
     from pathlib import Path
 
-    from mimir_core.settings import MimirSettings
+    from mimir_core.errors import ConfigError
+    from mimir_core.settings import MimirSettings, load_settings
 
     from .cli import open_mimir
     from .mcp_http import check_bind
@@ -103,10 +104,25 @@ def _serve(args: argparse.Namespace, front: Any) -> int:
     token = args.token or os.environ.get(TOKEN_ENV) or None
     if args.http:
         check_bind(args.host, allow_remote=args.allow_remote, token=token)
-    settings = MimirSettings()
+    try:
+        settings = load_settings()
+        broken: ConfigError | None = None
+    except ConfigError as exc:
+        # A stdio client may already have its handshake and tools/list (the front answers them
+        # from its cache): dying now would look like a crash on the first call. Serve instead,
+        # with the defaults, and let every call and resource read say what is wrong.
+        if args.http:
+            raise
+        env_home = os.environ.get("MIMIR_HOME", "").strip()
+        defaults = {"home": Path(env_home).expanduser()} if env_home else {}
+        settings, broken = MimirSettings.model_construct(**defaults), exc
     home = Path(args.home).expanduser() if getattr(args, "home", None) else settings.home
     _setup_logging(home, settings.log_level)
     os.environ.setdefault("LANCE_LOG", "error")
+    if broken is not None:
+        import logging
+
+        logging.getLogger("mimir.mcp").error("bad configuration (every call says so): %s", broken)
 
     try:
         from .mcp_server import build_server
@@ -117,9 +133,14 @@ def _serve(args: argparse.Namespace, front: Any) -> int:
 
         raise OptionalDependencyError("mcp", "mcp") from exc
 
+    def factory() -> Any:
+        if broken is not None:
+            raise ConfigError(str(broken))
+        return open_mimir(args)
+
     server = build_server(
-        lambda: open_mimir(args),
-        background=not args.no_background,
+        factory,
+        background=not args.no_background and broken is None,
         interval=args.interval,
         log_level=settings.log_level,
     )

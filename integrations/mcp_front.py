@@ -240,6 +240,22 @@ class EarlyFront:
             log.debug("front reader: %s", exc)
         finally:
             os.close(self._in_w)  # EOF for the SDK once it has read everything
+            self._exit_if_done()
+
+    def _exit_if_done(self) -> None:
+        """At the client's EOF: exit now if the SDK is still loading and every request was
+        answered early (a "connect, list the tools, hang up" client). Waiting for the import
+        only to read EOF would outlast the client's grace period and earn a SIGTERM. A client
+        that said nothing at all still gets the start-up errors (a missing extra, say)."""
+        with self._lock:  # held to the end: the SDK cannot take the descriptors meanwhile
+            if self.live or self._waiting or not self.answered_early:
+                return  # the SDK answers what is left (or is already serving)
+            log.info(
+                "mcp front: client gone before the SDK loaded, %d answered early: exit",
+                self.answered_early,
+            )
+            logging.shutdown()
+            os._exit(0)
 
     def _early(self, line: bytes, *, answer: bool) -> bytes | None:
         """The early answer to ``line`` if allowed and cached; else notes what to record."""

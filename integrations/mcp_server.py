@@ -158,8 +158,11 @@ def _resource_call(fn: Callable[[Mimir], Any], what: str) -> Callable[[MimirMCPS
             data = fn(server.maintainer.mimir)
         except NotFoundError as exc:
             raise ResourceNotFoundError(str(exc)) from None
-        except MimirError as exc:
+        except (MimirError, OSError) as exc:  # a bad setting, an unusable home: say which
             raise ResourceError(f"{what}: {type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # a bug: named like a tool's, never a bare "Error reading"
+            log.exception("resource %s failed", what)
+            raise ResourceError(f"{what}: internal error: {type(exc).__name__}: {exc}") from None
         # A resource may be attached to a prompt whole: cap it like a tool result (x2).
         return json.dumps(cap_data(data, 2 * MAX_DATA_CHARS), ensure_ascii=False, indent=1)
 

@@ -31,6 +31,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
@@ -164,8 +165,10 @@ def export_store(
 ) -> ExportReport:
     """Write every experience, lesson, audit entry and kv document of ``m``'s store as JSONL.
 
-    ``out`` is a path (written atomically, mode 0600: a temporary file renamed into place) or a
-    binary stream. Records that hooks captured but no process stored yet are stored first.
+    ``out`` is a path (written atomically, mode 0600: a temporary file renamed into place; an
+    existing FIFO or character device such as ``/dev/stdout`` is written through, a symbolic
+    link is kept and its target replaced, anything else that is not a regular file is refused)
+    or a binary stream. Records that hooks captured but no process stored yet are stored first.
     Raises :class:`~mimir_core.errors.BackupError` (the file cannot be written) or a
     :class:`~mimir_core.errors.StoreError`.
     """
@@ -204,7 +207,7 @@ def export_store(
 
     if isinstance(out, (str, os.PathLike)):
         path = Path(out).expanduser()
-        size, last = _write_atomic(path, lines())
+        size, last = _write_export(path, lines())
         shown: str | None = str(path)
     else:
         size, last = 0, b""
@@ -217,6 +220,45 @@ def export_store(
     return ExportReport(
         path=shown, counts=counts, sha256=sha, with_vectors=bool(with_vectors), bytes=size
     )
+
+
+def _write_export(path: Path, lines: Iterator[bytes]) -> tuple[int, bytes]:
+    """Write an export to ``path`` without ever replacing something that is not a regular file.
+
+    A new path or a regular file is written atomically (a temporary file renamed into place);
+    a symbolic link to a regular file keeps its link (the file it points to is replaced); a
+    FIFO or a character device (``/dev/stdout``, a named pipe) is written through. A directory,
+    a block device, a socket or a dangling link is refused with a :class:`BackupError`.
+    """
+    try:
+        st = os.stat(path)  # follows links: what would be written to
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise BackupError(
+                f"cannot write export file {path}: it is a symbolic link to a missing file"
+            ) from None
+        return _write_atomic(path, lines)
+    except OSError as exc:
+        raise BackupError(f"cannot write export file {path}: {exc}") from exc
+    if stat.S_ISREG(st.st_mode):
+        return _write_atomic(Path(os.path.realpath(path)) if path.is_symlink() else path, lines)
+    if stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode):
+        return _write_through(path, lines)
+    what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+    raise BackupError(f"cannot write export file {path}: it is {what}")
+
+
+def _write_through(path: Path, lines: Iterator[bytes]) -> tuple[int, bytes]:
+    """Write to an existing FIFO or character device as it is (no temporary file, no rename)."""
+    size, last = 0, b""
+    try:
+        with open(path, "wb", buffering=0) as fh:
+            for data in lines:
+                fh.write(data)
+                size, last = size + len(data), data
+    except OSError as exc:
+        raise BackupError(f"cannot write export file {path}: {exc}") from exc
+    return size, last
 
 
 def _write_atomic(path: Path, lines: Iterator[bytes]) -> tuple[int, bytes]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import math
+import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -11,7 +13,7 @@ from typing import Any
 
 from . import spool as _spool
 from .embed import CachedEmbedder, Embedder, make_embedder
-from .errors import InvalidInputError, MimirError, NotFoundError, short
+from .errors import InvalidInputError, MimirError, NotFoundError, StoreError, short
 from .lessons import LessonsMixin
 from .recall import DEFAULT_TUNING as RECALL_TUNING
 from .recall import RecallTuning
@@ -19,7 +21,7 @@ from .recall import recall as _recall
 from .recommend import DEFAULT_TUNING as RECOMMEND_TUNING
 from .recommend import RecommendTuning
 from .recommend import recommend as _recommend
-from .settings import MimirSettings
+from .settings import MimirSettings, load_settings
 from .store import (
     AUDIT,
     EXPERIENCE_COLUMNS,
@@ -43,7 +45,13 @@ from .types import (
     Recommendation,
     Stats,
 )
-from .validate import RECORD_FIELDS, build_experience, normalize_outcome, normalize_time
+from .validate import (
+    RECORD_FIELDS,
+    build_experience,
+    normalize_outcome,
+    normalize_time,
+    scope_key,
+)
 
 log = logging.getLogger("mimir")
 
@@ -61,6 +69,27 @@ def _check_k(value: object, field: str = "k") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_K:
         raise InvalidInputError(field, f"must be an integer from 1 to {MAX_K}; got {short(value)}")
     return value
+
+
+def _check_home(value: object) -> Path:
+    text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if not isinstance(text, str) or not text.strip():  # Path("") would be the cwd
+        raise InvalidInputError("home", f"must be a non-empty path; got {short(value)}", value)
+    return Path(text).expanduser()
+
+
+def _check_half_life(value: object) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (math.isfinite(value) and value > 0)
+    ):
+        raise InvalidInputError(
+            "half_life_days", f"must be a finite number of days > 0; got {short(value)}", value
+        )
+    return float(value)
 
 
 class Mimir(LessonsMixin):
@@ -90,13 +119,17 @@ class Mimir(LessonsMixin):
         auto_consolidate: bool | None = None,
     ) -> None:
         needs_settings = home is None or embedder is None or store_uri is None
-        s = settings or (MimirSettings() if needs_settings else None)
-        self.home = Path(home if home is not None else s.home if s else "").expanduser()
+        s = settings or (load_settings() if needs_settings else None)
+        self.home = _check_home(home if home is not None else s.home if s else None)
         self.store_uri = store_uri or (s.store_uri if s else None) or str(self.home / "store")
         self.storage_options = dict(storage_options or (s.storage_options if s else {}) or {})
         self.scope = scope if scope is not None else (s.scope if s else None)
-        self.half_life_days = half_life_days or (s.half_life_days if s else None)
+        self.half_life_days = _check_half_life(
+            half_life_days if half_life_days is not None else (s.half_life_days if s else None)
+        )
         self.redact_patterns = tuple(redact_patterns or (s.redact_patterns if s else ()))
+        if isinstance(self.scope, str):  # the key as records store it (no secret in it)
+            self.scope = scope_key(self.scope, self.redact_patterns)
         self._embedder_spec: Embedder | str = embedder or (s.embedder if s else "fastembed")
         self._embedder: CachedEmbedder | None = None
         self._store: Store | None = None
@@ -164,7 +197,12 @@ class Mimir(LessonsMixin):
         )
 
     def _ensure_home(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except (FileExistsError, NotADirectoryError):
+            raise StoreError(f"home {self.home}: not a directory (a file is in the way)") from None
+        except OSError as exc:
+            raise StoreError(f"home {self.home}: cannot create it ({exc.strerror})") from exc
         try:
             self.home.chmod(0o700)
         except OSError:  # not ours to change (a shared mount): leave it
@@ -310,6 +348,7 @@ class Mimir(LessonsMixin):
         quoting = lessons_quoting(self, ident)
         forgotten = self._get_many([ident])
         store.delete(table, where)
+        self._release_superseded([ident])
         store.purge(table)
         from .capture.episodes import scrub_sessions
 
@@ -321,6 +360,14 @@ class Mimir(LessonsMixin):
             forget_lesson(self, lesson_id, with_experiences=False, actor="mimir")
         if not quoting:  # the digest's topic keywords come from the lessons' evidence texts
             refresh_digest(self)
+
+    def _release_superseded(self, ids: Sequence[str]) -> None:
+        """Experiences superseded by one of ``ids`` (just forgotten) are current again: a
+        ``superseded_by`` naming a deleted experience would hide them forever."""
+        if ids:
+            where = sql_in("superseded_by", list(ids))
+            if self.store.count(EXPERIENCES, where):
+                self.store.update(EXPERIENCES, where, {"superseded_by": None})
 
     def audit(self, actor: str, subject_id: str, event: str, detail: Mapping[str, Any]) -> None:
         """Append an entry to the audit log."""
@@ -361,7 +408,7 @@ class Mimir(LessonsMixin):
             raise InvalidInputError("scope", f"must be a string; got {short(scope)}")
         if scope == ALL_SCOPES:
             return [], None
-        return [f"scope = {sql_str(scope)}"], None
+        return [f"scope = {sql_str(scope_key(scope, self.redact_patterns))}"], None
 
     def recall(
         self,

@@ -269,6 +269,7 @@ _CODE_OBJECTS: Final = _words(
 _SECRET_WORD_RE: Final = _Lazy(
     r"(?i)passw(?:or)?d|passphrase|secret|token|credential|pwd|pass(?![a-z])|key(?![a-z])"
 )
+_NAME_RESIDUES: Final = frozenset({"", "s", "api"})  # "credentials", "tokens", "apikey"
 _CAMEL_RE: Final = _Lazy(r"[a-z0-9][A-Z]")
 _SNAKE_WORD_RE: Final = _Lazy(r"(?:^|_)[a-z]{4,}(?:_|$)")
 _METAVAR_RE: Final = _Lazy(r"[A-Z][A-Z_]{1,30}")
@@ -301,12 +302,12 @@ def _names_a_secret(value: str) -> bool:
         return True  # LAMBDA_TASK_ROOT, CertificateIssuerPrivateKeyTypes
     if _NAME_LIKE_RE.fullmatch(value) is None or _SECRET_WORD_RE.search(value) is None:
         return False
-    return (
-        "_" in value
-        or "-" in value
-        or _CAMEL_RE.search(value) is not None
-        or not _DIGIT_RE.search(value)
-    )
+    if "_" in value or "-" in value or _CAMEL_RE.search(value) is not None:
+        return True
+    # A plain word names a secret only if it is nothing but secret words ("password",
+    # "credentials", "apikey"): "topsecret", "adminpass" or "secretsauce" are literal passwords.
+    residue = _SECRET_WORD_RE.sub("", value).lower()
+    return not _DIGIT_RE.search(value) and residue in _NAME_RESIDUES
 
 
 def _is_code_reference(value: str, name: str, sep: str, following: str) -> bool:

@@ -7,12 +7,18 @@ the environment themselves (except :class:`~mimir_core.memory.Mimir` filling arg
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+
+from .errors import ConfigError, short
+
+ENV_PREFIX = "MIMIR_"
 
 
 def default_home() -> Path:
@@ -23,7 +29,7 @@ def default_home() -> Path:
 class MimirSettings(BaseSettings):
     """Settings with the ``MIMIR_`` prefix (e.g. ``MIMIR_HOME``, ``MIMIR_STORE_URI``)."""
 
-    model_config = SettingsConfigDict(env_prefix="MIMIR_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     home: Path = Field(default_factory=default_home)
     """Local directory for the store (by default), locks, logs, the spool and the signing key."""
@@ -54,6 +60,20 @@ class MimirSettings(BaseSettings):
     redact_patterns: list[str] = Field(default_factory=list)
     """Extra secret patterns (regexes, as a JSON list) redacted like the built-in ones."""
 
+    @field_validator("home", mode="before")
+    @classmethod
+    def _check_home(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():  # Path("") would be the cwd
+            raise ValueError("must not be empty (unset it for ~/.mimir)")
+        return value
+
+    @field_validator("half_life_days")
+    @classmethod
+    def _check_half_life(cls, value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"must be a finite number of days > 0; got {value!r}")
+        return value
+
     @field_validator("redact_patterns")
     @classmethod
     def _compile_patterns(cls, value: list[str]) -> list[str]:
@@ -67,3 +87,38 @@ class MimirSettings(BaseSettings):
         return value
 
     log_level: str = "WARNING"
+
+
+def load_settings(**values: Any) -> MimirSettings:
+    """:class:`MimirSettings` from the environment (and ``values``); an invalid ``MIMIR_*``
+    variable raises :class:`~mimir_core.errors.ConfigError` (see :func:`settings_error`)."""
+    try:
+        return MimirSettings(**values)
+    except (ValidationError, SettingsError) as exc:
+        raise settings_error(exc) from None
+
+
+def settings_error(exc: ValidationError | SettingsError) -> ConfigError:
+    """The :class:`~mimir_core.errors.ConfigError` for an error building :class:`MimirSettings`.
+
+    Its message is one line naming the environment variable and the rejected value, e.g.
+    ``MIMIR_EMBEDDER: Input should be 'fastembed' or 'hash'; got 'bogus'`` or
+    ``MIMIR_REDACT_PATTERNS: is not valid JSON; got 'not json'``. Adapters use it to report
+    bad settings without pydantic's multi-line dump.
+    """
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False)
+        first = errors[0] if errors else {"loc": (), "msg": str(exc)}
+        field = str(first["loc"][0]) if first.get("loc") else ""
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        if "input" in first and "; got " not in msg:
+            msg += f"; got {short(first['input'])}"
+        if len(errors) > 1:
+            msg += f" (and {len(errors) - 1} more invalid setting(s))"
+    else:  # 'error parsing value for field "x" from source "..."': the value is not JSON
+        found = re.search(r'field "([^"]+)"', str(exc))
+        field = found.group(1) if found else ""
+        raw = os.environ.get(f"{ENV_PREFIX}{field.upper()}") if field else None
+        msg = "is not valid JSON" + (f"; got {short(raw)}" if raw is not None else "")
+    name = f"{ENV_PREFIX}{field.upper()}" if field else "settings"
+    return ConfigError(f"{name}: {' '.join(msg.split())}")

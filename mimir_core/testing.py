@@ -64,6 +64,26 @@ BAD_ARGUMENTS: tuple[tuple[str, dict[str, Any], str], ...] = (
     ("quarantine_lesson", {"id": "x"}, "reason: is required"),
     ("lesson_feedback", {"lesson_id": "x"}, "helped: is required"),
     ("memory_stats", {"verbose": True}, "verbose: is not an argument of memory_stats"),
+    # Strict JSON types: a string or a number is never read as a boolean, nor a string as a
+    # number (the lax reading once let with_experiences="yes" delete a lesson's experiences).
+    (
+        "recall_experiences",
+        {"query": "x", "k": "5"},
+        "k: must be an integer from 1 to 100; got '5'",
+    ),
+    (
+        "record_experience",
+        {"task": "t", "action": "a", "outcome": "success", "score": "0.5"},
+        "score: must be a number from 0 to 1 (or null); got '0.5'",
+    ),
+    ("recommend_action", {"task": "x", "explore": 1}, "explore: must be true or false; got 1"),
+    ("consolidate", {"dry_run": "true"}, "dry_run: must be true or false; got 'true'"),
+    (
+        "forget",
+        {"id": "no-such-id", "with_experiences": "yes"},
+        "with_experiences: must be true or false; got 'yes'",
+    ),
+    ("lesson_feedback", {"lesson_id": "x", "helped": "no"}, "helped: must be true or false"),
 )
 
 

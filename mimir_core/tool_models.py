@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 
 from .types import Experience, Hit, Lesson, Stats
 
@@ -25,14 +25,19 @@ MEMORY_NOTE = "Recorded data from memory: evidence from earlier attempts, not in
 _Args = ConfigDict(extra="forbid")
 
 
-def _not_bool(value: object) -> object:
-    if isinstance(value, bool):  # JSON true is not a count, though Python says it is 1
-        raise ValueError("a boolean is not a number")
+def _json_number(value: object) -> object:
+    # Only a JSON number is a number: pydantic's lax mode would turn "5" into 5 and true into 1.
+    # An integral float (5.0) stays a valid integer, as JSON Schema says.
+    if isinstance(value, (bool, str, bytes, bytearray)):
+        raise ValueError("not a JSON number")
     return value
 
 
-Count = Annotated[int, BeforeValidator(_not_bool)]
-Fraction = Annotated[float, Field(ge=0.0, le=1.0), BeforeValidator(_not_bool)]
+Count = Annotated[int, BeforeValidator(_json_number)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0), BeforeValidator(_json_number)]
+#: Only JSON true or false: lax mode would read "yes", "false", 1 or 0 as booleans, and a
+#: destructive flag (forget's with_experiences) must never be guessed.
+Flag = Annotated[bool, Strict()]
 _SCOPE_READ = (
     "Project to search: omit for the current project (other projects still match, ranked lower), "
     "a project key for that project only, or '*' for every project."
@@ -57,7 +62,7 @@ class RecallExperiencesArgs(BaseModel):
 class RecommendActionArgs(BaseModel):
     model_config = _Args
     task: str = Field(min_length=1, description="The task you need an action for.")
-    explore: bool = Field(
+    explore: Flag = Field(
         False, description="Sample by Thompson sampling instead of taking the safest action."
     )
     scope: str | None = Field(None, description=_SCOPE_READ)
@@ -124,13 +129,13 @@ class RecallLessonsArgs(BaseModel):
 
 class ConsolidateArgs(BaseModel):
     model_config = _Args
-    dry_run: bool = Field(False, description="Only report what would change; write nothing.")
+    dry_run: Flag = Field(False, description="Only report what would change; write nothing.")
 
 
 class ForgetArgs(BaseModel):
     model_config = _Args
     id: str = Field(min_length=1, description="Id of the experience or lesson to delete.")
-    with_experiences: bool = Field(
+    with_experiences: Flag = Field(
         False, description="For a lesson: also delete the experiences that support it."
     )
 
@@ -138,7 +143,7 @@ class ForgetArgs(BaseModel):
 class PinLessonArgs(BaseModel):
     model_config = _Args
     id: str = Field(min_length=1, description="Id of the lesson.")
-    pinned: bool = Field(True, description="true to pin, false to unpin.")
+    pinned: Flag = Field(True, description="true to pin, false to unpin.")
 
 
 class QuarantineLessonArgs(BaseModel):
@@ -160,7 +165,7 @@ class RecentExperiencesArgs(BaseModel):
 class LessonFeedbackArgs(BaseModel):
     model_config = _Args
     lesson_id: str = Field(min_length=1, description="Id of the lesson you were given.")
-    helped: bool = Field(description="Whether following the lesson helped.")
+    helped: Flag = Field(description="Whether following the lesson helped.")
     note: str | None = Field(None, description="What happened, in a sentence.")
 
 

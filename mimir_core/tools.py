@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from pydantic import BaseModel, Field
 
 from .errors import InvalidInputError, MimirError, NotFoundError
+from .redact import sanitize
 from .render import (
     attempt_tally,
     render_attempts,
@@ -71,6 +72,7 @@ from .tool_models import (
     project,
 )
 from .types import ConsolidationReport, Lesson
+from .validate import MAX_NOTE
 
 if TYPE_CHECKING:
     from .memory import Mimir
@@ -326,7 +328,9 @@ def _recent(m: Mimir, a: RecentExperiencesArgs) -> ToolOutput:
 def _feedback(m: Mimir, a: LessonFeedbackArgs) -> ToolOutput:
     m.lesson_feedback(a.lesson_id, a.helped, note=a.note, actor=_SOURCE.get())
     verdict = "helped" if a.helped else "did not help"
-    data = FeedbackOutput(lesson_id=a.lesson_id, helped=a.helped, note=a.note).model_dump()
+    # The note as it was stored: redacted, like everything else a tool gives back.
+    note = sanitize(a.note, limit=MAX_NOTE, extra_patterns=m.redact_patterns) if a.note else None
+    data = FeedbackOutput(lesson_id=a.lesson_id, helped=a.helped, note=note).model_dump()
     return ToolOutput(text=f"Noted: lesson {a.lesson_id} {verdict}. Thank you.", data=data)
 
 

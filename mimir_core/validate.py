@@ -29,6 +29,8 @@ MAX_CONTEXT_JSON = 16000
 MAX_ID = 200
 MAX_LABEL = 500
 MAX_LESSON_IDS = 100
+#: Longest lesson-status reason or feedback note kept in a lesson's audit trail.
+MAX_NOTE = 1000
 
 
 def _text(field: str, value: object, *, required: bool, limit: int, patterns: Sequence[str]) -> str:
@@ -49,6 +51,16 @@ def _label(field: str, value: object, default: str = "") -> str:
     if len(value) > MAX_LABEL:
         raise InvalidInputError(field, f"is longer than {MAX_LABEL} characters", short(value))
     return value.strip()
+
+
+def scope_key(value: str, patterns: Sequence[str] = ()) -> str:
+    """A project key as it is stored: stripped, with any secret in it redacted.
+
+    Every record's scope goes through here, and so does every scope a read filters on (and the
+    Mimir's own default scope), so a key holding a secret is never stored yet still finds the
+    records written with it.
+    """
+    return sanitize(value.strip(), extra_patterns=patterns)
 
 
 def _optional_id(field: str, value: object) -> str | None:
@@ -125,8 +137,14 @@ def _context(value: object, patterns: Sequence[str]) -> dict[str, Any]:
         raise InvalidInputError(
             "context", f"must be a JSON object (dict); got {type(value).__name__}", short(value)
         )
+    try:
+        plain = json.loads(json.dumps(value, default=str))  # non-JSON values become strings
+    except (ValueError, RecursionError) as exc:  # a cycle, or nested past what JSON can carry
+        raise InvalidInputError(
+            "context", f"must be JSON data without cycles or extreme nesting ({exc})"
+        ) from None
     clean = sanitize_obj(
-        json.loads(json.dumps(value, default=str)),  # non-JSON values become strings
+        plain,
         limit_per_string=MAX_CONTEXT_STRING,
         extra_patterns=patterns,
     )
@@ -176,7 +194,7 @@ def build_experience(
         score=normalize_score(score, out),
         reason=_text("reason", reason, required=False, limit=MAX_REASON, patterns=extra_patterns),
         context=_context(context, extra_patterns),
-        scope=_label("scope", scope),
+        scope=scope_key(_label("scope", scope), extra_patterns),
         source=_label("source", source, "api") or "api",
         session_id=_optional_id("session_id", session_id),
         thread_id=_optional_id("thread_id", thread_id),

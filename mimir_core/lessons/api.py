@@ -211,12 +211,13 @@ class LessonsMixin:
     def _stop_lesson(self, ident: str, status: str, reason: object, actor: object) -> Lesson:
         from .lifecycle import change_status, check_reason
 
+        m = self._mimir()
         return change_status(
-            self._mimir(),
+            m,
             ident,
             status,
             actor=_actor(actor),
-            reason=check_reason(reason),
+            reason=check_reason(reason, m.redact_patterns),
             event=status,
         )
 
@@ -236,6 +237,7 @@ class LessonsMixin:
         """
         from ..errors import InvalidInputError, short
         from ..redact import sanitize
+        from ..validate import MAX_NOTE
         from .lifecycle import load_valid, save
         from .review import review
 
@@ -253,9 +255,9 @@ class LessonsMixin:
             lesson.feedback_hurt += 1
         detail: dict[str, Any] = {"helped": helped}
         if task:
-            detail["task"] = sanitize(task, limit=500)
+            detail["task"] = sanitize(task, limit=500, extra_patterns=m.redact_patterns)
         if note:
-            detail["note"] = sanitize(note, limit=1000)
+            detail["note"] = sanitize(note, limit=MAX_NOTE, extra_patterns=m.redact_patterns)
         saved = save(m, lesson, actor=actor, event="feedback", detail=detail)
         if saved.status == "active":
             review(m, saved, actor=actor, cause="feedback")

@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..digest import write_digest
 from ..errors import InvalidInputError, MimirError, NotFoundError
+from ..redact import sanitize
 from ..store import AUDIT, EXPERIENCES, LESSONS, sql_in, sql_str
 from ..text import dumps
 from ..types import Lesson
+from ..validate import MAX_NOTE
 from .sign import canonical, coerce_key, load_or_create_key
 from .storage import (
     Head,
@@ -87,11 +89,12 @@ def check_id(ident: object) -> str:
     return ident.strip()
 
 
-def check_reason(reason: object) -> str:
-    """A non-empty reason for a status change."""
+def check_reason(reason: object, patterns: Sequence[str] = ()) -> str:
+    """A non-empty reason for a status change, redacted and capped (it is stored in the audit
+    trail and shown by the lesson's detail)."""
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInputError("reason", f"must say why, as a non-empty string; got {reason!r}")
-    return reason.strip()
+    return sanitize(reason.strip(), limit=MAX_NOTE, extra_patterns=patterns)
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -380,6 +383,7 @@ def forget_lesson(m: Mimir, ident: str, *, with_experiences: bool, actor: str = 
             removed = [r["id"] for r in present]
             if removed:
                 m.store.delete(EXPERIENCES, sql_in("id", removed))
+                m._release_superseded(removed)  # what they superseded is current again
                 m.store.purge(EXPERIENCES)
     m.store.delete(LESSONS, f"id = {sql_str(ident)}")
     m.store.purge(LESSONS)

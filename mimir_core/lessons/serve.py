@@ -18,6 +18,7 @@ from ..errors import InvalidInputError, short
 from ..store import EXPERIENCES, LESSONS, sql_str
 from ..text import query_terms
 from ..types import Lesson
+from ..validate import scope_key
 from .lifecycle import verified
 from .storage import LESSON_COLUMNS, heads
 
@@ -70,7 +71,8 @@ def relevant_lessons(
     where = "status = 'active'"
     prefer = m.scope if scope is None else None
     if scope not in (None, ALL_SCOPES):
-        where += f" AND (scope = {sql_str(str(scope))} OR scope = '')"
+        key = scope_key(str(scope), m.redact_patterns)  # as records store it
+        where += f" AND (scope = {sql_str(key)} OR scope = '')"
     if store.count(LESSONS, where) == 0:
         return []  # nothing to serve: don't even embed the query
     qvec = m.embedder.embed_one(query)

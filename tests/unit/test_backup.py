@@ -376,6 +376,9 @@ def test_import_from_mimir_learn(tmp_path: Path) -> None:
     assert push.outcome == "failure" and push.reason == "remote: Permission to acme/app.git denied"
     assert push.idempotency_key == f"mimir-learn:{push.context['mimir_learn_id']}"
     assert sum(e.outcome == "failure" for e in exps) == 11
+    # mimir-learn let a failure score 0.8: the outcome stands, the old score is kept aside
+    odd = by_task["score contradicts outcome"]
+    assert (odd.outcome, odd.score, odd.context["mimir_learn_score"]) == ("failure", 0.0, 0.8)
     assert min(e.created_at for e in exps).isoformat() == "2025-03-01T13:00:00+00:00"
     superseded = [e for e in exps if e.superseded_by]
     assert len(superseded) == 1 and superseded[0].action == "pip install -r requirements.txt"
@@ -436,3 +439,43 @@ def test_cli_round_trip(tmp_path: Path) -> None:
     assert body(one) == body(two) and len(body(one)) == 30 + 1 + 1  # + supersede audit + end
     err = run_cli("import", str(tmp_path / "nope.jsonl"), "--home", str(h2), ok=False)
     assert "does not exist" in err.stderr and "Traceback" not in err.stderr
+
+
+# -- export targets that are not regular files ---------------------------------------------------
+
+
+def test_export_writes_through_a_fifo(source: Mimir, tmp_path: Path) -> None:
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    report = export_store(source, fifo)
+    reader.join(timeout=10)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still the FIFO, not a regular file
+    assert received and len(received[0]) == report.bytes
+    assert json.loads(received[0].splitlines()[0])["format"] == "mimir-export"
+
+
+def test_export_keeps_a_symlink_and_replaces_its_target(source: Mimir, tmp_path: Path) -> None:
+    target = tmp_path / "real.jsonl"
+    target.write_text("old")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    export_store(source, link)
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert target.read_text().startswith('{"format"')
+
+
+@pytest.mark.parametrize("kind", ["directory", "dangling link"])
+def test_export_refuses_other_targets(source: Mimir, tmp_path: Path, kind: str) -> None:
+    out = tmp_path / "out"
+    if kind == "directory":
+        out.mkdir()
+    else:
+        out.symlink_to(tmp_path / "missing")
+    with pytest.raises(BackupError, match="cannot write export file"):
+        export_store(source, out)
+    assert out.is_dir() if kind == "directory" else out.is_symlink()

@@ -151,3 +151,132 @@ def test_demo_never_empties_a_directory_it_did_not_make(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert (foreign / "precious.txt").read_text() == "keep me"
     assert f"mimir ui --home {foreign}`" not in out.stdout  # a fresh mkdtemp dir instead
+
+
+def run_cli(
+    args: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    env: dict[str, str] | None = None,
+) -> tuple[int, str, str]:
+    """``mimir ARGS`` in this process (faster than a subprocess): exit code, stdout, stderr."""
+    import os
+
+    from mimir_integrations.cli import main
+
+    for name, value in {"MIMIR_EMBEDDER": "hash", **(env or {})}.items():
+        monkeypatch.setenv(name, value)
+    umask = os.umask(0o077)
+    os.umask(umask)
+    try:
+        code = main(args)
+    except SystemExit as exc:  # argparse
+        code = int(exc.code or 0)
+    finally:
+        os.umask(umask)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_error_line(err: str, *needles: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("mimir"), err
+    assert "Traceback" not in err and "unexpected error" not in err, err
+    for needle in needles:
+        assert needle in lines[0], err
+    return lines[0]
+
+
+RECORD = ["record", "--task", "t", "--action", "a", "--outcome", "success"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        ([*RECORD, "--score", "abc"], ["--score", "'abc'"]),
+        (["recommend", "task", "--seed", "abc"], ["--seed", "'abc'"]),
+        (["record", "--task", "t"], ["required"]),
+        ([*RECORD, "--context", "[" * 3000 + "]" * 3000], ["context", "nested too deeply"]),
+        (["stats", "--home", ""], ["--home", "empty"]),
+    ],
+)
+def test_usage_errors_are_one_line_exit_1(
+    args: list[str],
+    needles: list[str],
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("MIMIR_HOME", str(home))
+    code, _, err = run_cli(args, monkeypatch, capsys)
+    assert code == 1
+    one_error_line(err, *needles)
+    assert not home.exists()  # never fell back to another store
+
+
+def test_home_that_is_a_file_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("x")
+    for home in (tmp_path / "file", tmp_path / "file" / "sub"):
+        code, _, err = run_cli(["stats", "--home", str(home)], monkeypatch, capsys)
+        assert code == 1
+        one_error_line(err, str(home), "not a directory")
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "needles"),
+    [
+        ("MIMIR_EMBEDDER", "bogus", ["MIMIR_EMBEDDER", "'bogus'"]),
+        ("MIMIR_HALF_LIFE_DAYS", "nan", ["MIMIR_HALF_LIFE_DAYS", "nan"]),
+        ("MIMIR_HALF_LIFE_DAYS", "-5", ["MIMIR_HALF_LIFE_DAYS", "-5"]),
+        ("MIMIR_AUTO_CONSOLIDATE_FAILURES", "0", ["MIMIR_AUTO_CONSOLIDATE_FAILURES", "0"]),
+        ("MIMIR_REDACT_PATTERNS", "not json", ["MIMIR_REDACT_PATTERNS", "'not json'"]),
+        ("MIMIR_HOME", "", ["MIMIR_HOME", "empty"]),
+    ],
+)
+def test_bad_settings_are_one_line_naming_the_variable(
+    var: str,
+    value: str,
+    needles: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(["stats", "--json"], monkeypatch, capsys, {var: value})
+    assert code == 1
+    one_error_line(err, *needles)
+    assert list(tmp_path.iterdir()) == []  # no store in the current directory
+
+
+def test_json_output_is_strict_and_human_output_escapes_control_characters(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reason = "x\x1b[31mRED\x1b[0m\x07bell\rcr"
+    args = [*RECORD, "--outcome", "failure", "--reason", reason, "--home", str(home)]
+    assert run_cli(args, monkeypatch, capsys)[0] == 0
+    code, out, _ = run_cli(["recall", "t a", "--home", str(home)], monkeypatch, capsys)
+    assert code == 0 and "RED" in out
+    assert not any(c in out for c in "\x1b\x07\r"), repr(out)
+    assert "\\x1b[31mRED" in out
+    code, out, _ = run_cli(["recall", "t a", "--json", "--home", str(home)], monkeypatch, capsys)
+    assert code == 0 and json.loads(out)[0]["experience"]["reason"] == reason
+
+
+def test_json_output_never_holds_nan(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from mimir_integrations.cli import emit, run_handler
+
+    def handler(args: argparse.Namespace) -> int:
+        emit(args, {"score": float("nan")}, lambda: "")
+        return 0
+
+    code = run_handler("mimir", handler, argparse.Namespace(json=True))
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    one_error_line(err, "JSON")

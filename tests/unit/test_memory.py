@@ -78,6 +78,68 @@ def test_supersede_checks_existence_and_cycles(hash_mimir: Mimir) -> None:
     assert a.id in ids
 
 
+def test_forgetting_the_newer_experience_makes_the_older_current_again(
+    hash_mimir: Mimir,
+) -> None:
+    a = hash_mimir.record("t1", "a1", "failure")
+    b = hash_mimir.record("t1", "a2", "success")
+    keep = hash_mimir.record("t1", "a3", "success")
+    hash_mimir.supersede(keep.id, a.id)  # an unrelated link stays
+    hash_mimir.supersede(a.id, b.id)
+    hash_mimir.forget(b.id)
+    assert hash_mimir.get(a.id).superseded_by is None
+    assert hash_mimir.get(keep.id).superseded_by == a.id
+    assert a.id in [h.experience.id for h in hash_mimir.recall("t1 a1", k=10)]
+
+
+@pytest.mark.parametrize("home_arg", ["", "   ", 5, b"/tmp/x"])
+def test_home_must_be_a_non_empty_path(
+    home_arg: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInputError, match=r"^home: "):
+        Mimir(home_arg, embedder="hash")  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []  # nothing created in the current directory
+
+
+def test_home_that_is_a_file_is_a_store_error(tmp_path: Path) -> None:
+    from mimir_core.errors import StoreError
+
+    (tmp_path / "file").write_text("x")
+    for home in (tmp_path / "file", tmp_path / "file" / "sub"):
+        with pytest.raises(StoreError, match="not a directory"):
+            Mimir(home, embedder="hash").stats()
+
+
+@pytest.mark.parametrize("value", [0, -5, float("nan"), float("inf"), "3", True])
+def test_half_life_days_must_be_finite_and_positive(value: object, home: Path) -> None:
+    with pytest.raises(InvalidInputError, match=r"^half_life_days: "):
+        Mimir(home, embedder="hash", half_life_days=value)  # type: ignore[arg-type]
+    assert Mimir(home, embedder="hash", half_life_days=7).half_life_days == 7.0
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "expected"),
+    [
+        ("MIMIR_HALF_LIFE_DAYS", "nan", "MIMIR_HALF_LIFE_DAYS: must be a finite number"),
+        ("MIMIR_HALF_LIFE_DAYS", "-5", "MIMIR_HALF_LIFE_DAYS: must be a finite number"),
+        ("MIMIR_HALF_LIFE_DAYS", "0", "MIMIR_HALF_LIFE_DAYS: must be a finite number"),
+        ("MIMIR_HOME", "", "MIMIR_HOME: must not be empty"),
+        ("MIMIR_EMBEDDER", "bogus", "MIMIR_EMBEDDER: .*got 'bogus'"),
+        ("MIMIR_REDACT_PATTERNS", "not json", "MIMIR_REDACT_PATTERNS: is not valid JSON; got"),
+    ],
+)
+def test_bad_settings_are_one_line_config_errors(
+    var: str, value: str, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mimir_core.errors import ConfigError
+
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError, match=expected) as info:
+        Mimir(embedder="hash")
+    assert "\n" not in str(info.value)
+
+
 def test_forget_really_removes_the_text(hash_mimir: Mimir, home: Path) -> None:
     for i in range(30):
         hash_mimir.record(f"ordinary task {i}", f"ordinary action {i}", "success")

@@ -197,6 +197,30 @@ def test_changeme_literal_is_redacted() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("password=topsecret", "topsecret"),
+        ("password=adminpass", "adminpass"),
+        ("password=verysecretpw", "verysecretpw"),
+        ("password=secretsauce", "secretsauce"),
+        ("DB_PASSWORD=verysecretpw", "verysecretpw"),
+        ("PGPASSWORD=topsecret psql -h db", "topsecret"),
+        ("mysql -u root --password=dbpass", "dbpass"),
+    ],
+)
+def test_password_containing_a_secret_word_is_redacted(text: str, secret: str) -> None:
+    # A literal such as "topsecret" is a password, not the name of a variable holding one.
+    assert secret not in redact(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["password=password", "password=PASSWORD", "password=credentials", "token=apikey"]
+)
+def test_password_value_made_of_secret_words_is_a_name(text: str) -> None:
+    assert redact(text) == text
+
+
 def test_extra_patterns_string_and_compiled() -> None:
     text = "ticket ACME-4242-ZZ and internal id int_9f8e7d"
     out = redact(text, extra_patterns=[r"ACME-\d{4}-[A-Z]{2}", re.compile(r"int_[0-9a-f]{6}")])

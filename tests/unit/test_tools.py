@@ -160,8 +160,17 @@ def test_arguments_must_be_an_object() -> None:
     assert parse_arguments("memory_stats", None) is not None
 
 
-def test_lax_numbers_but_no_booleans_as_counts() -> None:
-    assert parse_arguments("recall_experiences", {"query": "q", "k": "7"}).k == 7  # type: ignore[attr-defined]
+def test_json_types_are_strict() -> None:
+    # A schema's integer takes an integral number (and a number takes an integer), nothing else.
+    assert parse_arguments("recall_experiences", {"query": "q", "k": 7.0}).k == 7  # type: ignore[attr-defined]
+    args = {"task": "t", "action": "a", "outcome": "success", "score": 1}
+    assert parse_arguments("record_experience", args).score == 1.0  # type: ignore[attr-defined]
+    with pytest.raises(InvalidInputError, match="k: must be an integer from 1 to 100; got '7'"):
+        parse_arguments("recall_experiences", {"query": "q", "k": "7"})
+    for flag in ("yes", "true", 1, 0, None):
+        with pytest.raises(InvalidInputError) as err:
+            parse_arguments("forget", {"id": "x", "with_experiences": flag})
+        assert str(err.value) == f"with_experiences: must be true or false; got {flag!r}"
     with pytest.raises(InvalidInputError, match="k: must be an integer from 1 to 100; got True"):
         parse_arguments("recall_experiences", {"query": "q", "k": True})
     with pytest.raises(InvalidInputError, match="score: must be a number from 0 to 1"):
@@ -388,3 +397,42 @@ def test_recall_lessons_renders_fenced_rules(hash_mimir: Any) -> None:
     assert out.data == {"lesson_id": lesson.id, "helped": False, "note": None, "truncated": False}
     events = [e.event for e in hash_mimir.audit_log(lesson.id)]
     assert events and events[0] != "seeded"  # the feedback is on the lesson's audit trail
+
+
+def test_a_scope_holding_a_secret_is_redacted_and_still_finds_its_records(
+    hash_mimir: Any,
+) -> None:
+    scope = f"proj-{FAKE_SECRET}"
+    args = {"task": "push the release", "action": "git push", "outcome": "success"}
+    out = call_tool(hash_mimir, "record_experience", {**args, "scope": scope})
+    stored = out.data["experience"]["scope"]
+    assert FAKE_SECRET not in stored and stored.startswith("proj-[REDACTED")
+    assert hash_mimir.get(out.data["experience"]["id"]).scope == stored
+    # The same key, as given, reads back what it wrote: reads filter on the redacted key too.
+    listed = call_tool(hash_mimir, "recent_experiences", {"scope": scope})
+    assert [e["id"] for e in listed.data["experiences"]] == [out.data["experience"]["id"]]
+    found = call_tool(
+        hash_mimir, "recall_experiences", {"query": "push the release", "k": 3, "scope": scope}
+    )
+    assert found.data["hits"] and FAKE_SECRET not in json.dumps(found.data)
+    stats = call_tool(hash_mimir, "memory_stats", {})
+    assert FAKE_SECRET not in json.dumps(stats.data) + stats.text
+
+
+def test_quarantine_reasons_and_feedback_notes_are_redacted(hash_mimir: Any) -> None:
+    from mimir_core.testing import seed_lesson
+
+    lesson = seed_lesson(hash_mimir, rule="Pin numpy below 2.", trigger="build the image")
+    note = f"it leaked {FAKE_SECRET}"
+    out = call_tool(
+        hash_mimir, "lesson_feedback", {"lesson_id": lesson.id, "helped": False, "note": note}
+    )
+    assert FAKE_SECRET not in json.dumps(out.data) + out.text
+    assert out.data["note"].startswith("it leaked [REDACTED")
+    out = call_tool(hash_mimir, "quarantine_lesson", {"id": lesson.id, "reason": note})
+    assert FAKE_SECRET not in json.dumps(out.data) + out.text
+    trail = hash_mimir.audit_log(lesson.id)
+    assert {e.event for e in trail} >= {"feedback", "quarantined"}
+    assert FAKE_SECRET not in json.dumps([e.model_dump(mode="json") for e in trail])
+    detail = hash_mimir.lesson_detail(lesson.id).model_dump(mode="json")
+    assert FAKE_SECRET not in json.dumps(detail)

@@ -110,3 +110,15 @@ def test_idempotency_key_gives_a_stable_id() -> None:
     a, b = build(idempotency_key="tool-call-1"), build(idempotency_key="tool-call-1")
     assert a.id == b.id == id_for_key("tool-call-1")
     assert build().id != build().id
+
+
+def test_a_context_with_a_cycle_or_extreme_nesting_names_the_context() -> None:
+    cyclic: dict[str, object] = {"a": 1}
+    cyclic["self"] = cyclic
+    deep: object = 1
+    for _ in range(5000):
+        deep = {"a": deep}
+    for context in (cyclic, deep):
+        with pytest.raises(InvalidInputError) as info:
+            build(context=context)
+        assert info.value.field == "context"
