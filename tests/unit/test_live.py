@@ -41,7 +41,7 @@ def test_lesson_ids_reads_the_core_rendering() -> None:
 
 def test_capture_is_durable_and_stored_once(tmp_path: Path) -> None:
     live = LiveMemory(settings(tmp_path / "home"))
-    assert live.capture([RECORD, RECORD]) == 2
+    assert live.capture([RECORD, RECORD]) == ["live-test-1", "live-test-1"]  # both spooled
     assert live.flush(30)
     assert live.call(lambda m: m.stats().experiences, 30) == 1
     assert not spool.has_pending(live.spool_dir)
