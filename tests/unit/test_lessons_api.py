@@ -310,6 +310,18 @@ def test_forget_a_lesson_and_optionally_its_experiences(hash_mimir: Mimir, home:
     assert b"legacy-peer-deps" not in blob
 
 
+def test_forgetting_a_lessons_experiences_makes_what_they_superseded_current(
+    hash_mimir: Mimir,
+) -> None:
+    old = hash_mimir.record("install deps", "npm install", "failure", reason="ERESOLVE")
+    new = hash_mimir.record("install deps", "npm install --legacy-peer-deps", "success")
+    hash_mimir.supersede(old.id, new.id)
+    add(hash_mimir, **dict(NPM, supporting_ids=[new.id]))
+    hash_mimir.forget("les_npm", with_experiences=True)
+    assert hash_mimir.get(old.id).superseded_by is None  # not hidden behind a deleted id
+    assert [h.experience.id for h in hash_mimir.recall("install deps npm install")] == [old.id]
+
+
 def test_forgetting_a_quoted_experience_forgets_the_lesson(hash_mimir: Mimir) -> None:
     e = hash_mimir.record("install deps", "npm install", "failure", reason="token abc leaked")
     add(hash_mimir, **dict(NPM, provenance={"quoted_ids": [e.id]}))
