@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..digest import write_digest
 from ..errors import InvalidInputError, MimirError, NotFoundError
 from ..redact import sanitize
+from ..spool import ensure_private_dir
 from ..store import AUDIT, EXPERIENCES, LESSONS, sql_in, sql_str
 from ..text import dumps
 from ..types import Lesson
@@ -71,7 +72,7 @@ def log_event(home: Path, event: str, **detail: Any) -> None:
     """Append one JSON line to ``<home>/logs/lessons.log`` (0600); never raises."""
     try:
         logs = Path(home) / "logs"
-        logs.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ensure_private_dir(logs)  # the home too, if this is its first file: 0700 whatever the umask
         line = canonical({"ts": time.time(), "event": event, **detail}) + b"\n"
         fd = os.open(logs / "lessons.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:

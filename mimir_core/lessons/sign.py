@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..spool import ensure_private_dir
+
 KEY_BYTES = 32
 KEY_FILE = ("keys", "signing.key")
 _BLOCK = 64  # SHA-256 block size
@@ -96,7 +98,7 @@ def load_or_create_key(home: str | os.PathLike[str]) -> bytes:
     existing = read_key(home)
     if existing is not None:
         return existing
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ensure_private_dir(path.parent)  # its missing parents (the home) 0700 too, whatever the umask
     try:
         path.parent.chmod(0o700)
     except OSError:

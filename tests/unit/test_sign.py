@@ -42,3 +42,16 @@ def test_the_key_file_is_private_and_stable(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert load_or_create_key(tmp_path) == key
+
+
+def test_a_key_made_in_a_missing_home_makes_it_private_under_umask_000(tmp_path: Path) -> None:
+    from mimir_core.lessons.lifecycle import log_event
+
+    old = os.umask(0)
+    try:
+        load_or_create_key(tmp_path / "a" / "home")
+        log_event(tmp_path / "b" / "home", "test")
+    finally:
+        os.umask(old)
+    for made in ("a", "a/home", "a/home/keys", "b", "b/home", "b/home/logs"):
+        assert stat.S_IMODE((tmp_path / made).stat().st_mode) == 0o700, made
