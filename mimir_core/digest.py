@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .lessons.sign import canonical, hmac_sha256, read_key, sign, verify
-from .spool import ensure_private_dir
+from .spool import ensure_private_dir, replace_file
 from .text import query_terms
 
 DIGEST_VERSION = 1
@@ -235,17 +235,7 @@ def write_digest(
     data = dict(body, signature=sign(key, body))
     path = digest_path(home)
     ensure_private_dir(path.parent)  # its missing parents (the home) 0700 too, whatever the umask
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(canonical(data))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    replace_file(path, canonical(data))
     return path
 
 

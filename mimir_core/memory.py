@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,7 +20,7 @@ from .recall import recall as _recall
 from .recommend import DEFAULT_TUNING as RECOMMEND_TUNING
 from .recommend import RecommendTuning
 from .recommend import recommend as _recommend
-from .settings import MimirSettings, load_settings
+from .settings import MimirSettings, load_settings, valid_half_life
 from .store import (
     AUDIT,
     EXPERIENCE_COLUMNS,
@@ -81,11 +80,7 @@ def _check_home(value: object) -> Path:
 def _check_half_life(value: object) -> float | None:
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not (math.isfinite(value) and value > 0)
-    ):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not valid_half_life(value):
         raise InvalidInputError(
             "half_life_days", f"must be a finite number of days > 0; got {short(value)}", value
         )

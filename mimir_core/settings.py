@@ -21,6 +21,12 @@ from .errors import ConfigError, short
 ENV_PREFIX = "MIMIR_"
 
 
+def valid_half_life(days: float) -> bool:
+    """Whether ``days`` can be a recency half-life: finite and above 0 (0, a negative or NaN
+    would make older evidence count as much or more)."""
+    return math.isfinite(days) and days > 0
+
+
 def default_home() -> Path:
     """``~/.mimir``."""
     return Path.home() / ".mimir"
@@ -70,7 +76,7 @@ class MimirSettings(BaseSettings):
     @field_validator("half_life_days")
     @classmethod
     def _check_half_life(cls, value: float | None) -> float | None:
-        if value is not None and not (math.isfinite(value) and value > 0):
+        if value is not None and not valid_half_life(value):
             raise ValueError(f"must be a finite number of days > 0; got {value!r}")
         return value
 

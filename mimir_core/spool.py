@@ -114,6 +114,28 @@ def _ensure_dir(path: Path) -> None:
 ensure_private_dir = _ensure_dir
 
 
+def replace_file(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically: a private (0600) temporary file beside it,
+    renamed over it only once every byte is written (``durable``: and synced). A short write (a
+    full disk) raises ``OSError`` and leaves the old file whole; the temporary file never stays.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            written = os.write(fd, data)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if written != len(data):
+            raise OSError(f"short write to {tmp} ({written} of {len(data)} bytes)")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 # -- writing (the hook side) -----------------------------------------------------------------
 
 
@@ -227,18 +249,7 @@ def rewrite(path: Path, keep: Callable[[bytes], bool]) -> int:
         kept = [line for line in lines if keep(line)]
         if len(kept) == len(lines):
             return 0
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.rewrite")
-        data = b"".join(kept)
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            written = os.write(out, data)
-            os.fsync(out)
-        finally:
-            os.close(out)
-        if written != len(data):  # a full disk: keep the old file whole rather than a cut copy
-            os.unlink(tmp)
-            raise OSError(f"short write to {tmp} ({written} of {len(data)} bytes)")
-        os.replace(tmp, path)
+        replace_file(path, b"".join(kept))  # a full disk keeps the old file whole
         return len(lines) - len(kept)
     finally:
         os.close(fd)

@@ -100,22 +100,10 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
 def _write_json(path: Path, obj: dict[str, Any]) -> None:
     """Replace ``path`` with ``obj`` atomically; on a short write (a full disk) the old file
     stays and :class:`~mimir_core.spool.SpoolError` says so (the hook logs it)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     data = json.dumps(obj, ensure_ascii=False).encode("utf-8")  # one write, not one per chunk
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            written = os.write(fd, data)
-        finally:
-            os.close(fd)
-        if written != len(data):  # never rename a cut copy over the good one
-            raise OSError(f"short write ({written} of {len(data)} bytes)")
-        os.replace(tmp, path)
+        spool.replace_file(path, data, durable=False)  # no fsync on a hook's every event
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise spool.SpoolError(f"cannot write {path}: {exc}") from exc
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..actions import command_signature
+from ..spool import ensure_private_dir, replace_file
 from ..store import EXPERIENCES, LESSONS, arrow_rows
 from ..types import ConsolidationReport, GateResult, Lesson
 from .evidence import (
@@ -713,11 +714,8 @@ def _finish(m: Mimir, mark: dict[str, Any]) -> None:
     m.store.set_meta({WATERMARK: json.dumps(mark), LAST_RUN: now.isoformat()})
     path = state_path(m.home)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"last_run": now.timestamp()}), encoding="utf-8")
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
+        ensure_private_dir(path.parent)
+        replace_file(path, json.dumps({"last_run": now.timestamp()}).encode("utf-8"))
     except OSError as exc:
         log.warning("cannot write %s: %s", path, exc)
 
