@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -254,8 +255,19 @@ def _update_pairs(update: Any) -> list[tuple[str, Any]]:
 
 
 def _merge(update: Any, memory: dict[str, Any]) -> Any:
+    """What the node returns: the step's update plus the lessons it was given, in the form the
+    step chose (a dict, a ``Command`` or a list of Commands)."""
     if update is None:
         return dict(memory)
     if isinstance(update, Mapping):
         return {**update, **memory}
-    return update  # a Command or a list of updates: left as the step made it
+    if isinstance(update, Command):
+        if update.graph == Command.PARENT:  # its writes are the parent graph's: left alone
+            return update
+        inner = update.update
+        if inner is None or isinstance(inner, Mapping):
+            return dataclasses.replace(update, update={**(inner or {}), **memory})
+        return dataclasses.replace(update, update=[*update._update_as_tuples(), *memory.items()])
+    if isinstance(update, (list, tuple)):
+        return [*update, Command(update=memory)]
+    return update

@@ -67,3 +67,21 @@ def test_a_step_gets_the_store_and_writer_langgraph_injects(hash_mimir: Mimir) -
     asyncio.run(graph(aact, hash_mimir, store=store).ainvoke({"task": "deploy"}, CFG))
     assert seen["astore"] is store
     assert [e.action for e in hash_mimir.recent(5)] == ["make deploy"] * 2
+
+
+def test_a_step_returning_a_command_writes_the_lessons_it_was_given(hash_mimir: Mimir) -> None:
+    seen: list[Any] = []
+
+    def act(state: State) -> Command[Any]:
+        seen.append(state.get("mimir_lessons"))
+        return Command(update={"action": "make release", "outcome": "success"}, goto=END)
+
+    def act_pairs(state: State) -> list[Command[Any]]:
+        seen.append(state.get("mimir_lessons"))
+        return [Command(update=[("action", "make release"), ("outcome", "success")])]
+
+    for i, step in enumerate((act, act_pairs)):
+        cfg = {"configurable": {"thread_id": f"c{i}"}}
+        out = graph(step, hash_mimir).invoke({"task": "deploy"}, cfg)
+        assert "mimir_lessons" in out and out["mimir_lessons"] == seen[-1], (step.__name__, out)
+        assert (out["action"], out["outcome"]) == ("make release", "success")
