@@ -214,33 +214,43 @@ def _no_all_scope(scope: str | None) -> str | None:
     return scope
 
 
+def _echo(m: Mimir, text: str) -> str:
+    """An argument as a reply repeats it: redacted like anything stored (hosts log replies)."""
+    from .redact import redact
+
+    return redact(text, m.redact_patterns)
+
+
 def _recall(m: Mimir, a: RecallExperiencesArgs) -> ToolOutput:
     hits = m.recall(a.query, a.k, outcome=a.outcome, scope=a.scope)
-    text = render_hits(hits, a.query)
+    query = _echo(m, a.query)
+    text = render_hits(hits, query)
     if hits:
         head, _, body = text.partition("\n")
         text = f"{head}\n{fence(body, 'experiences')}"
-    data = RecallOutput(query=a.query, hits=[hit_data(h) for h in hits])
+    data = RecallOutput(query=query, hits=[hit_data(h) for h in hits])
     return ToolOutput(text=text, data=data.model_dump(mode="json"))
 
 
 def _attempts(m: Mimir, a: PastAttemptsArgs) -> ToolOutput:
     hits = m.attempts(a.action, task=a.task, scope=a.scope, match=a.match, k=a.k)
-    text = render_attempts(hits, a.action, a.k)
+    action = _echo(m, a.action)
+    text = render_attempts(hits, action, a.k)
     if hits:
         head, _, body = text.partition("\n")
         text = f"{head}\n{fence(body, 'attempts')}"
     worked, failed = attempt_tally(hits)
     data = AttemptsOutput(
-        action=a.action, successes=worked, failures=failed, attempts=[hit_data(h) for h in hits]
+        action=action, successes=worked, failures=failed, attempts=[hit_data(h) for h in hits]
     )
     return ToolOutput(text=text, data=data.model_dump(mode="json"))
 
 
 def _recommend(m: Mimir, a: RecommendActionArgs) -> ToolOutput:
     rec = m.recommend(a.task, explore=a.explore, scope=a.scope)
+    task = _echo(m, a.task)
     if rec is None:
-        data = RecommendOutput(task=a.task, recommended=False)
+        data = RecommendOutput(task=task, recommended=False)
     else:
         alternatives = [
             project(AlternativeData, alt, confidence=round(alt.confidence, 4))
@@ -249,12 +259,12 @@ def _recommend(m: Mimir, a: RecommendActionArgs) -> ToolOutput:
         data = project(
             RecommendOutput,
             rec,
-            task=a.task,
+            task=task,
             recommended=True,
             confidence=round(rec.confidence, 4),
             alternatives=alternatives,
         )
-    text = render_recommendation(rec, a.task)
+    text = render_recommendation(rec, task)
     if rec is not None:
         text = fence(text, "recommendation")
     return ToolOutput(text=text, data=data.model_dump(mode="json"))
@@ -270,12 +280,13 @@ def _record(m: Mimir, a: RecordExperienceArgs | RecordFailureArgs) -> ToolOutput
 
 def _recall_lessons(m: Mimir, a: RecallLessonsArgs) -> ToolOutput:
     lessons = m.lessons(a.query, a.k, scope=a.scope)
+    query = _echo(m, a.query)
     if lessons:
         body = "\n".join(f"{i}. {render_lesson(le)}" for i, le in enumerate(lessons, 1))
-        text = f"{len(lessons)} lesson(s) for {a.query!r}:\n{fence(body, 'lessons')}"
+        text = f"{len(lessons)} lesson(s) for {query!r}:\n{fence(body, 'lessons')}"
     else:
-        text = f"No verified lesson for {a.query!r}."
-    data = LessonsOutput(query=a.query, lessons=[lesson_data(le) for le in lessons])
+        text = f"No verified lesson for {query!r}."
+    data = LessonsOutput(query=query, lessons=[lesson_data(le) for le in lessons])
     return ToolOutput(text=text, data=data.model_dump(mode="json"))
 
 

@@ -436,3 +436,25 @@ def test_quarantine_reasons_and_feedback_notes_are_redacted(hash_mimir: Any) -> 
     assert FAKE_SECRET not in json.dumps([e.model_dump(mode="json") for e in trail])
     detail = hash_mimir.lesson_detail(lesson.id).model_dump(mode="json")
     assert FAKE_SECRET not in json.dumps(detail)
+
+
+def test_replies_do_not_echo_a_secret_given_in_a_query(hash_mimir: Any) -> None:
+    # Hosts log tool replies; a reply repeats its query, task or action, redacted as stored.
+    call_tool(
+        hash_mimir,
+        "record_experience",
+        {"task": "deploy", "action": "make deploy", "outcome": "success"},
+    )
+    leaky = f"deploy with token {FAKE_SECRET}"
+    calls = [
+        ("recall_experiences", {"query": leaky}),
+        ("recall_experiences", {"query": f"nothing like this {FAKE_SECRET}"}),
+        ("recall_lessons", {"query": leaky}),
+        ("recommend_action", {"task": leaky}),
+        ("recommend_action", {"task": f"unrelated {FAKE_SECRET}"}),
+        ("past_attempts", {"action": f"make deploy {FAKE_SECRET}"}),
+    ]
+    for name, args in calls:
+        out = call_tool(hash_mimir, name, args)
+        assert FAKE_SECRET not in out.text + json.dumps(out.data), (name, out.text)
+        assert "[REDACTED" in out.text + json.dumps(out.data), (name, out.text)
