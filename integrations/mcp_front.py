@@ -18,7 +18,10 @@ while the SDK loads on the main thread:
   dropping the SDK's duplicate answers to the requests the front already answered, after
   checking they are byte for byte what the front sent: a difference (say, the SDK was upgraded
   in place) is logged and clears the cache;
-* on a cache miss the SDK's answer is recorded, so the next start answers early.
+* on a cache miss the SDK's answer is recorded, so the next start answers early;
+* a line the SDK's JSON parser would reject (nested too deep, a lone surrogate escape) gets a
+  JSON-RPC parse error from the front (:func:`parse_error`) for the whole session: the SDK
+  drops such a line without a reply, which leaves the client waiting for its timeout.
 
 stdout stays protocol-only: until the SDK claims the descriptors, fd 1 points at stderr and fd 0
 at the null device, as the SDK itself does while it serves. Any failure in setting the front up
@@ -158,6 +161,43 @@ class EarlyCache:
 _END = b"\x00mimir-front-end\n"
 
 
+#: A line with fewer brackets cannot nest as deep as the SDK's JSON parser refuses (200 levels).
+_DEEP = 128
+
+
+def parse_error(line: bytes) -> bytes | None:
+    """The JSON-RPC parse error for a line the SDK's parser rejects (nested too deep, or a lone
+    surrogate escape): the SDK drops such a line without any reply, so the client would wait
+    for its timeout. ``b""`` for a notification (never answered); ``None`` for any other line.
+    Only suspicious lines are parsed here (the same parser as the SDK's), so this costs nothing
+    on ordinary traffic."""
+    surrogate = b"\\ud" in line or b"\\uD" in line  # JSON's escape is a lowercase u
+    if line.count(b"[") + line.count(b"{") < _DEEP and not surrogate:
+        return None
+    try:
+        from pydantic_core import from_json
+
+        from_json(line)
+        return None
+    except ValueError as exc:
+        why = str(exc)
+    except Exception:  # never let the check lose a line
+        return None
+    try:
+        msg = json.loads(line)
+    except (ValueError, RecursionError):
+        msg = None
+    if isinstance(msg, dict) and "method" in msg and "id" not in msg:
+        log.warning("dropped a notification the SDK cannot parse: %s", why)
+        return b""
+    ident = msg.get("id") if isinstance(msg, dict) else None
+    valid = isinstance(ident, (str, int)) and not isinstance(ident, bool)
+    idb = json.dumps(ident).encode() if valid else b"null"
+    error = json.dumps({"code": -32700, "message": f"Parse error: {why}"}).encode()
+    log.warning("refused a request the SDK cannot parse: %s", why)
+    return b'{"jsonrpc":"2.0","id":' + idb + b',"error":' + error + b"}\n"
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -226,6 +266,12 @@ class EarlyFront:
         try:
             with os.fdopen(self._real_in, "rb", closefd=False) as src:
                 for line in src:
+                    refusal = parse_error(line)
+                    if refusal is not None:  # the SDK would drop it without a word
+                        if refusal:
+                            with self._lock:
+                                _write_all(self._real_out, refusal)
+                        continue
                     answer = None
                     try:
                         with self._lock:

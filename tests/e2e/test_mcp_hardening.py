@@ -2,8 +2,9 @@
 
 Proven here: wrong-typed arguments are rejected (never coerced, even on ``forget``), no secret
 given as a project key comes back, a bad setting is reported by every call instead of a closed
-connection, resource reads name the cause of a failure, and a client that only lists the tools
-and hangs up sees the server exit at once (no SIGTERM).
+connection, resource reads name the cause of a failure, a client that only lists the tools
+and hangs up sees the server exit at once (no SIGTERM), and a request the SDK's parser rejects
+(nested too deep, a lone surrogate) gets a parse error instead of no reply at all.
 """
 
 from __future__ import annotations
@@ -169,3 +170,43 @@ def test_a_client_that_only_lists_the_tools_sees_the_server_exit_at_once(tmp_pat
     # the front exited at once, so the SDK never ran and the front never logged its summary.
     assert "mcp front: 2 answered early" not in log
     assert waited < 1.0, waited
+
+
+def test_a_request_the_sdk_cannot_parse_gets_a_parse_error_not_silence(tmp_path: Path) -> None:
+    # The SDK's stdio transport drops a line its JSON parser rejects without answering it, so
+    # the client waits for its timeout; the front answers it with a JSON-RPC parse error.
+    home = tmp_path / "home"
+    env = {**(params(home).env or {}), "PATH": os.environ.get("PATH", "")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mimir_integrations.cli_mcp", "--no-background"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
+    call = '{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"recall_experiences",'
+    deep = "[" * 300 + "]" * 300
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        call % 2 + '"arguments":{"query":"x","k":' + deep + "}}}",
+        call % '"three"' + '"arguments":{"query":"x\\ud800y"}}}',
+        '{"jsonrpc":"2.0","method":"notifications/progress","params":{"x":"\\udc00"}}',
+        json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
+    ]
+    proc.stdin.write(("\n".join(lines) + "\n").encode())
+    proc.stdin.flush()
+    replies = {}
+    for _ in range(4):  # initialize, the two refusals, tools/list: nothing for the notification
+        msg = json.loads(proc.stdout.readline())
+        replies[msg["id"]] = msg
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    assert sorted(map(str, replies)) == ["1", "2", "4", "three"]
+    assert replies[2]["error"]["code"] == -32700
+    assert "recursion limit" in replies[2]["error"]["message"]
+    assert replies["three"]["error"]["code"] == -32700
+    assert "escape" in replies["three"]["error"]["message"]
+    assert replies[4]["result"]["tools"]  # the session goes on
