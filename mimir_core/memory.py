@@ -261,6 +261,13 @@ class Mimir(LessonsMixin):
         Items are mappings of :meth:`record`'s arguments. Every item is validated before
         anything is written: one bad item raises and stores nothing.
         """
+        return self._record_batch(items)[0]
+
+    def _record_batch(
+        self, items: Iterable[Mapping[str, Any] | Experience]
+    ) -> tuple[list[Experience], list[str]]:
+        """:meth:`record_many`, plus the ids this call inserted (not already stored, by
+        this process or a concurrent one), for reports that count what they added."""
         exps: list[Experience] = []
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
             raise InvalidInputError("items", f"must be a list of mappings; got {short(items)}")
@@ -281,7 +288,7 @@ class Mimir(LessonsMixin):
             fields = {k: v for k, v in data.items() if k in RECORD_FIELDS}
             exps.append(build_experience(**fields, extra_patterns=self.redact_patterns))
         if not exps:
-            return []
+            return [], []
         emb = self.embedder
         vectors = emb.embed([e.task for e in exps] + [e.action for e in exps])
         n = len(exps)
@@ -289,10 +296,10 @@ class Mimir(LessonsMixin):
         for i, exp in enumerate(exps):
             exp.embed_model = emb.name
             rows.append(experience_row(exp, vectors[i], vectors[n + i]))
-        self.store.insert_new(EXPERIENCES, rows)
+        inserted = self.store.insert_new(EXPERIENCES, rows)
         stored = {e.id: e for e in self._get_many([e.id for e in exps])}
         self._maybe_consolidate(sum(e.outcome == "failure" for e in exps))
-        return [stored.get(e.id, e) for e in exps]
+        return [stored.get(e.id, e) for e in exps], inserted
 
     def _maybe_consolidate(self, failures: int = 0) -> None:
         """Start a background consolidation when enough new failures and time piled up."""
@@ -599,8 +606,8 @@ class Mimir(LessonsMixin):
             lock_timeout=lock_timeout,
             before=lambda: Capture(directory, scope=self.scope).close_stale(),
         )
-        if report.ingested and compact:
-            self.store.optimize(EXPERIENCES)
+        if report.ingested and compact:  # the records are in: compaction is best effort
+            self.store.maybe_optimize(EXPERIENCES, now=True)
         if report.rejected:
             log.warning(
                 "set aside %d bad spool line(s) in %s",

@@ -67,6 +67,8 @@ REFINE_ROWS = 100
 KEY_COLUMNS = ("id", "idem_key")
 #: Tables searched with :meth:`Store._filtered` (post-filter first) and the vector index knobs.
 SEARCHED = frozenset({EXPERIENCES, LESSONS})
+#: Tries of a compaction that concurrent writes keep preempting.
+OPTIMIZE_ATTEMPTS = 3
 #: Versions older than this are removed after compaction (readers always use the latest).
 CLEANUP_AFTER = timedelta(minutes=5)
 
@@ -733,16 +735,24 @@ class Store:
         frag = stats.get("fragment_stats", {}) if isinstance(stats, dict) else {}
         return int(frag.get("num_fragments", 0))
 
-    def maybe_optimize(self, name: str) -> None:
-        """Compact when small fragments have piled up; index when the table got large."""
+    def maybe_optimize(self, name: str, *, now: bool = False) -> None:
+        """Compact when small fragments have piled up (or ``now``); index a table grown large.
+
+        Best effort: upkeep never fails a write that already committed. A compaction that a
+        concurrent write preempted, or any other failure, is logged and left for a later write.
+        """
         try:
-            if self.fragments(name) >= COMPACT_FRAGMENTS:
+            if now or self.fragments(name) >= COMPACT_FRAGMENTS:
                 self.optimize(name)
-        except Exception as exc:  # upkeep must never fail a write that already committed
+        except Exception as exc:
             log.warning("optimize of %s failed (will retry later): %s", name, exc)
 
     def optimize(self, name: str, *, cleanup_older_than: timedelta = CLEANUP_AFTER) -> None:
-        """Compact fragments, fold new rows into the indexes, clean old versions."""
+        """Compact fragments, fold new rows into the indexes, clean old versions.
+
+        Writers do not wait for it (it runs outside the write lock), so a write committed
+        meanwhile may preempt its rewrite: that is retried a few times, then raised as a
+        :class:`StoreError` like any other failure."""
         tbl = self.table(name)
         if name in (EXPERIENCES, LESSONS) and not self._has_vector_index(name):
             rows = tbl.count_rows()
@@ -750,7 +760,15 @@ class Store:
                 self.build_vector_index(name)
         if name == EXPERIENCES:
             self._ensure_key_indexes(name)
-        tbl.optimize(cleanup_older_than=cleanup_older_than)
+        with self._write_errors(name):
+            for attempt in range(OPTIMIZE_ATTEMPTS):
+                try:
+                    tbl.optimize(cleanup_older_than=cleanup_older_than)
+                    return
+                except Exception as exc:
+                    # a retry starts from the latest version (read_consistency_interval=0)
+                    if "commit conflict" not in str(exc) or attempt + 1 == OPTIMIZE_ATTEMPTS:
+                        raise
 
     def _ensure_key_indexes(self, name: str) -> None:
         """BTREE indexes on the lookup keys of a large table: every write checks its idempotency

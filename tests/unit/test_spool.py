@@ -134,6 +134,54 @@ def test_ingest_rejects_bad_records_but_stores_the_rest(hash_mimir: Any) -> None
     assert m.stats().experiences == 1
 
 
+def _preempted(m: Any, monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
+    """Make the next ``times`` compactions of the experiences table fail as LanceDB does when
+    a concurrent write preempts the rewrite (seen in the kill -9 test's drainer)."""
+    tbl = m.store.table("experiences")
+    real, calls = tbl.optimize, []
+
+    def optimize(**kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) <= times:
+            raise RuntimeError(
+                "lance error: Retryable commit conflict for version 9: This Rewrite "
+                "transaction was preempted by concurrent transaction Update at version 9"
+            )
+        return real(**kwargs)
+
+    monkeypatch.setattr(tbl, "optimize", optimize)
+    return calls
+
+
+def test_a_preempted_compaction_does_not_fail_the_drain(
+    hash_mimir: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    m = hash_mimir
+    m.record(**rec(0))
+    calls = _preempted(m, monkeypatch, times=99)
+    for i in (1, 2):
+        spool.append(m.spool_dir, rec(i))
+    report = m.ingest(compact=True)  # raised RuntimeError before, the records already stored
+    assert report.ingested == 2 and len(calls) == 3  # tried, retried, then left for later
+    assert m.stats().experiences == 3 and not spool.has_pending(m.spool_dir)
+    assert "optimize of experiences failed" in caplog.text
+
+
+def test_compaction_is_retried_when_preempted_then_raises_a_store_error(
+    hash_mimir: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mimir_core.errors import StoreError
+
+    m = hash_mimir
+    m.record(**rec(0))
+    calls = _preempted(m, monkeypatch, times=2)
+    m.compact()
+    assert len(calls) == 3
+    calls = _preempted(m, monkeypatch, times=99)
+    with pytest.raises(StoreError, match=r"cannot write table experiences.*commit conflict"):
+        m.store.optimize("experiences")
+
+
 _DRAINER = """
 import sys, time
 from pathlib import Path
