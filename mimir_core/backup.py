@@ -639,7 +639,9 @@ class _Writer:
             exp: Experience = r["exp"]
             exp.embed_model = emb.name
             rows.append(experience_row(exp, r["vector"], r["action_vector"]))
-        self.report.added["experience"] += len(self.m.store.insert_new(EXPERIENCES, rows))
+        added = self.m.store.insert_new(EXPERIENCES, rows)
+        self.report.added["experience"] += len(added)
+        self.report.present["experience"] += len(rows) - len(added)  # a concurrent import's
 
     def _lesson(self, recs: list[dict[str, Any]]) -> None:
         from .lessons.lifecycle import log_event, signing_key
@@ -673,7 +675,6 @@ class _Writer:
                 clean.signature = sign(key, signable(clean))
                 row = to_row(clean, [])
                 signed_ok.append(clean)
-                self.report.resigned.append(clean.id)
                 events.append((clean.id, "import_resigned", {"status": clean.status}))
                 self.active_added = self.active_added or clean.status == "active"
             else:
@@ -684,12 +685,10 @@ class _Writer:
                 else:
                     row = dict(raw, status="quarantined")
                     row["text"] = fts_text(f"{raw['trigger']}\n{raw['rule']}")
-                self.report.quarantined.append(str(raw["id"]))
                 reason = "signature does not verify with this store's key"
                 events.append(
                     (str(raw["id"]), "import_quarantined", {"reason": reason, "was": was})
                 )
-                log_event(self.m.home, "import_quarantined", lesson=raw["id"], was=was)
             row["vector"] = rec["vector"] if ok and rec["vector"] is not None else None
             rows.append(row)
         todo = [r for r in rows if r["vector"] is None]
@@ -702,7 +701,17 @@ class _Writer:
             added = set(self.m.store.insert_new(LESSONS, rows, key="id"))
             record_heads(self.m.store, [le for le in signed_ok if le.id in added])
         self.report.added["lesson"] += len(added)
+        self.report.present["lesson"] += len(rows) - len(added)
+        # Only for the lessons this import stored: a concurrent import of the same file
+        # reports, audits and logs the others.
         for ident, event, detail in events:
+            if ident not in added:
+                continue
+            if event == "import_resigned":
+                self.report.resigned.append(ident)
+            else:
+                self.report.quarantined.append(ident)
+                log_event(self.m.home, event, lesson=ident, was=detail["was"])
             self.m.audit("import", ident, event, detail)
         if self.report.quarantined:
             log.info(
@@ -740,7 +749,9 @@ class _Writer:
                 row["vectors"] = r["vectors"]
                 row["text"] = fts_text(TEXT_SEP.join(t.replace("\x1e", " ") for t in r["texts"]))
             rows.append(row)
-        self.report.added["kv"] += len(self.m.store.insert_new(KV, rows, key="id"))
+        added = self.m.store.insert_new(KV, rows, key="id")
+        self.report.added["kv"] += len(added)
+        self.report.present["kv"] += len(rows) - len(added)
 
     def finish(self) -> None:
         if self.active_added:

@@ -159,12 +159,13 @@ def import_mimir_learn(
         ids = {id_for_key(i["idempotency_key"]): i for i in chunk}
         have = {r["id"] for r in store.select(EXPERIENCES, sql_in("id", list(ids)), ["id"])}
         fresh = [i for key, i in ids.items() if key not in have]
-        report.present += len(chunk) - len(fresh)
+        inserted: list[str] = []  # a concurrent import may store some first: not ours to count
         if fresh:
-            stored = m.record_many(
+            _stored, inserted = m._record_batch(
                 [{k: v for k, v in i.items() if not k.startswith("_")} for i in fresh]
             )
-            report.added += len(stored)
+        report.added += len(inserted)
+        report.present += len(chunk) - len(inserted)
     # Supersessions: both ends imported, the old one not yet marked (idempotent).
     links = {
         id_for_key(KEY_PREFIX + str(i["context"]["mimir_learn_id"])): id_for_key(

@@ -13,6 +13,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -479,3 +480,76 @@ def test_export_refuses_other_targets(source: Mimir, tmp_path: Path, kind: str) 
     with pytest.raises(BackupError, match="cannot write export file"):
         export_store(source, out)
     assert out.is_dir() if kind == "directory" else out.is_symlink()
+
+
+# -- imports running at once ---------------------------------------------------------------------
+
+_IMPORTER = """
+import json, os, sys, time
+from pathlib import Path
+from mimir_core import Mimir
+from mimir_core.backup import import_store
+from mimir_core.import_mimir_learn import import_mimir_learn
+home, kind, path, key, go = sys.argv[1:]
+m = Mimir(home, embedder="hash", signing_key=key, auto_consolidate=False)
+m.store  # opened before the start, so the imports overlap
+Path(go + f".ready-{os.getpid()}").touch()
+while not Path(go).exists():
+    time.sleep(0.005)
+run = import_store if kind == "backup" else import_mimir_learn
+print(run(m, path, batch=2).model_dump_json())
+"""
+
+
+def _import_at_once(kind: str, home: Path, path: Path, key: str, n: int = 3) -> list[Any]:
+    go = home.parent / f"go-{kind}"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _IMPORTER, str(home), kind, str(path), key, str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(n)
+    ]
+    deadline = time.monotonic() + 60
+    while len(list(go.parent.glob(f"{go.name}.ready-*"))) < n and time.monotonic() < deadline:
+        time.sleep(0.01)  # until every process has opened the store
+    go.touch()
+    reports = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        reports.append(json.loads(out))
+    return reports
+
+
+def test_imports_at_once_store_report_and_audit_each_record_once(
+    path: Path, tmp_path: Path
+) -> None:
+    # Three processes import the same files into one store at once. Each report must add up
+    # (read = added + present), together they add each record once, and each quarantined
+    # lesson is reported, audited and logged once: before, a record another import stored
+    # between the check and the write counted as added twice, and its audit event was doubled.
+    home = tmp_path / "h"
+    other_key = "a-different-signing-key-987654"
+    new_mimir(home, key=other_key).close()
+    reports = _import_at_once("backup", home, path, other_key)
+    for kind in ("experience", "lesson", "kv"):
+        read = reports[0]["read"][kind]
+        assert all(r["added"][kind] + r["present"][kind] == read for r in reports), kind
+        assert sum(r["added"][kind] for r in reports) == read, kind
+    assert sorted(q for r in reports for q in r["quarantined"]) == [
+        "les_active",
+        "les_pinned",
+        "les_stopped",
+    ]
+    m = new_mimir(home, key=other_key)
+    events = [e for e in m.audit_log(limit=1000) if e.event == "import_quarantined"]
+    assert sorted(e.subject_id for e in events) == ["les_active", "les_pinned", "les_stopped"]
+    log = (home / "logs" / "lessons.log").read_text(encoding="utf-8")
+    assert log.count("import_quarantined") == 3
+
+    ml = _import_at_once("mimir-learn", home, ML_DB, other_key)
+    assert all(r["added"] + r["present"] == 30 for r in ml)
+    assert sum(r["added"] for r in ml) == 30 and m.store.count(EXPERIENCES) == 30 + 3
