@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         "mode": "quick" if args.quick else "full",
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "seeds": {"learning": "0..2 (quick) / 0..4 (full)", "perf": 7, "lessons_latency": 7},
+        "seeds": {"learning": "0..3 (quick) / 0..4 (full)", "perf": 7, "lessons_latency": 7},
         "machine": machine_info(),
         "versions": versions(),
         "parts": {},
