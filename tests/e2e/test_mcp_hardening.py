@@ -139,17 +139,22 @@ def test_resource_reads_name_an_os_error(tmp_path: Path) -> None:
     anyio.run(over_stdio)
 
 
-def test_a_client_that_only_lists_the_tools_sees_the_server_exit_at_once(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    warm_the_cache(home)
+def _raw_server(home: Path) -> subprocess.Popen[bytes]:
+    """``mimir mcp`` over raw pipes, for bytes no SDK client would send."""
     env = {**(params(home).env or {}), "PATH": os.environ.get("PATH", "")}
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "mimir_integrations.cli_mcp", "--no-background"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env=env,
     )
+
+
+def test_a_client_that_only_lists_the_tools_sees_the_server_exit_at_once(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    warm_the_cache(home)
+    proc = _raw_server(home)
     assert proc.stdin is not None and proc.stdout is not None
     init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
     for msg in (
@@ -176,14 +181,7 @@ def test_a_request_the_sdk_cannot_parse_gets_a_parse_error_not_silence(tmp_path:
     # The SDK's stdio transport drops a line its JSON parser rejects without answering it, so
     # the client waits for its timeout; the front answers it with a JSON-RPC parse error.
     home = tmp_path / "home"
-    env = {**(params(home).env or {}), "PATH": os.environ.get("PATH", "")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mimir_integrations.cli_mcp", "--no-background"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
+    proc = _raw_server(home)
     assert proc.stdin is not None and proc.stdout is not None
     init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
     call = '{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"recall_experiences",'
