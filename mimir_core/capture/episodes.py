@@ -214,19 +214,21 @@ class Capture:
 
     def offer_context(self, session_id: str, text: str) -> bool:
         """Whether to give the lessons block ``text`` to the agent: False if this session already
-        got this very block (since its context was last reset). Remembers the block and the ids
-        of the lessons it shows, which the session's next experiences carry as
-        ``recalled_lesson_ids``."""
+        got this very block (since its context was last reset). Either way the ids of the
+        lessons it shows join those the current task's experiences carry as
+        ``recalled_lesson_ids``: a block not repeated is still in the agent's context."""
         digest = sha256_hex(text.encode("utf-8"))[:16]
         meta = self.meta(session_id)
         given = list(meta.get("blocks") or [])
-        if digest in given:
-            return False
-        meta["blocks"] = [*given, digest][-20:]
-        ids = [*meta.get("injected", []), *lesson_ids(text)]
-        meta["injected"] = list(dict.fromkeys(ids))[-50:]
+        fresh = digest not in given
+        ids = list(dict.fromkeys([*meta.get("injected", []), *lesson_ids(text)]))[-50:]
+        if not fresh and ids == meta.get("injected"):
+            return False  # nothing to remember: no write on this hot path
+        if fresh:
+            meta["blocks"] = [*given, digest][-20:]
+        meta["injected"] = ids
         self._save_meta(session_id, meta)
-        return True
+        return fresh
 
     def reset_context(self, session_id: str) -> None:
         """The host's context was reset (new, cleared or compacted): blocks may be given again."""

@@ -383,6 +383,24 @@ def test_stale_episodes_are_closed_by_the_drain(tmp_path: Path) -> None:
     assert not any(c.sessions.iterdir())
 
 
+def test_a_block_still_in_context_is_credited_to_the_next_task(tmp_path: Path) -> None:
+    # A new task starts a fresh list of the lessons in context; a block given for the previous
+    # task is not given again (it is still in the context window), so its lessons must still be
+    # credited to what the agent does next, or their effect on that task is never counted.
+    c = Capture(tmp_path / "spool")
+    block = "<mimir-memory>\nnote\n- [L1] avoid, confidence 0.70: x\n</mimir-memory>"
+    prompt = {**CC["UserPromptSubmit"], "session_id": "s"}
+    feed(c, {**prompt, "prompt": "run the payments integration tests"})
+    assert c.offer_context("s", block)
+    feed(c, {**prompt, "prompt": "run the payments integration tests again"})
+    assert not c.offer_context("s", block)  # not repeated...
+    feed(c, {**CC["PostToolUseFailure"], "session_id": "s"})
+    assert lines(c)[-1]["recalled_lesson_ids"] == ["L1"]  # ...but credited
+    feed(c, {**prompt, "prompt": "something else entirely"})  # nothing offered this time
+    feed(c, {**CC["PostToolUseFailure"], "session_id": "s", "tool_use_id": "t-other"})
+    assert lines(c)[-1]["recalled_lesson_ids"] == []
+
+
 def test_duplicate_runs_of_one_payload_are_claimed_once(tmp_path: Path) -> None:
     c = Capture(tmp_path / "spool")
     assert c.claim("s", "f" * 64) and not c.claim("s", "f" * 64)
