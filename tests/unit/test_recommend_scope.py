@@ -97,7 +97,9 @@ def test_expected_success_is_this_projects_rate_and_the_bound_stays_below(
     assert rec.confidence == pytest.approx(jeffreys_lower_bound(14, 6), abs=1e-4)
     elsewhere = there.recommend(QUERY)
     assert elsewhere is not None and elsewhere.expected_success is not None
-    assert elsewhere.expected_success > 0.75
+    # 12 of 12 there (a task at cosine ~0.9): well above, short of certainty (a prior worth 4
+    # observations, recency, correlated tries: the estimate's ceiling is ~0.77)
+    assert elsewhere.expected_success > max(0.6, rec.expected_success + 0.2), (elsewhere, rec)
     assert elsewhere.confidence <= elsewhere.expected_success
 
 
@@ -117,24 +119,23 @@ def test_expected_success_follows_drift(home: Path, fast_embedder: object) -> No
     assert rec.expected_success < flat.expected_success - 0.1, (rec, flat)
 
 
-def test_the_base_rate_counts_each_action_once() -> None:
-    # An agent that found what works repeats it; pooled per attempt, the topic's base rate
-    # would be that action's rate, and every barely tried action would inherit it.
-    import numpy as np
-
-    from mimir_core.recommend import ActionCluster, base_rate
-
-    def cluster(successes: int, failures: int) -> ActionCluster:
-        rows = [{"score": 1.0}] * successes + [{"score": 0.0}] * failures
-        vec = np.zeros(4, dtype=np.float32)
-        return ActionCluster(
-            vector=vec, key=f"{successes}-{failures}", rows=rows, weights=[1.0] * len(rows)
-        )
-
-    favoured, dud = cluster(18, 2), cluster(0, 2)
-    assert base_rate([favoured, dud]) == pytest.approx(((18.5 / 21) + (0.5 / 3)) / 2)
-    assert base_rate([favoured, dud]) < 0.55  # pooled per attempt it would be 18.5 / 23 = 0.80
-    assert base_rate([]) == 0.5
+def test_the_estimate_does_not_inherit_how_the_topics_other_actions_did(
+    home: Path, fast_embedder: object
+) -> None:
+    # The recommended action is the one its own evidence singles out: traps and duds tried on
+    # the same topic say nothing about it, so they must not pull its estimate down (anchored at
+    # the topic's base rate, they did: its estimates spread wider than the rates they predict).
+    alone = _m(home / "alone", fast_embedder, "web-app")
+    _rec(alone, [("fix the import error for settings", FIX, "success")] * 3, "a")
+    crowded = _m(home / "crowded", fast_embedder, "web-app")
+    _rec(crowded, [("fix the import error for settings", FIX, "success")] * 3, "a")
+    task = "fix the import error for settings"
+    duds = [(task, "rm -rf build && make", "failure")] * 2 + [(task, "git clean -fdx", "failure")]
+    _rec(crowded, duds, "d", start=9)
+    one, other = alone.recommend(QUERY), crowded.recommend(QUERY)
+    assert one is not None and other is not None and one.action == other.action == FIX
+    assert other.expected_success == pytest.approx(one.expected_success, abs=1e-6)
+    assert one.expected_success is not None and 0.6 < one.expected_success < 0.8
 
 
 def test_evidence_from_another_kind_of_task_counts_only_as_likely_as_it_is_the_same(
@@ -166,12 +167,13 @@ def test_many_outcomes_count_with_diminishing_returns() -> None:
     )
     tuning = RecommendTuning(recent_half_life=0.0)
     independent = RecommendTuning(recent_half_life=0.0, overdispersion=0.0)
-    assert expected_success(cl, "web-app", 0.4, independent) > 0.97
-    got = expected_success(cl, "web-app", 0.4, tuning)
+    assert expected_success(cl, "web-app", independent) > 0.95
+    got = expected_success(cl, "web-app", tuning)
     cap = 1.0 / tuning.overdispersion  # at most this many observations' worth
-    assert 0.75 < got < (2 * 0.4 + cap) / (2 + cap) + 1e-9, got
+    k, prior = tuning.base_strength, tuning.prior_rate
+    assert 0.75 < got < (k * prior + cap) / (k + cap) + 1e-9, got
     one = [rows[0]]
     single = ActionCluster(vector=cl.vector, key="k", rows=one, weights=[1.0])
-    assert expected_success(single, "web-app", 0.4, tuning) == pytest.approx(
-        expected_success(single, "web-app", 0.4, independent)
+    assert expected_success(single, "web-app", tuning) == pytest.approx(
+        expected_success(single, "web-app", independent)
     )  # a single outcome is worth one observation either way
