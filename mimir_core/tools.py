@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from pydantic import BaseModel, Field
 
 from .errors import InvalidInputError, MimirError, NotFoundError
-from .redact import sanitize
+from .redact import redact, sanitize
 from .render import (
     attempt_tally,
     render_attempts,
@@ -216,8 +216,6 @@ def _no_all_scope(scope: str | None) -> str | None:
 
 def _echo(m: Mimir, text: str) -> str:
     """An argument as a reply repeats it: redacted like anything stored (hosts log replies)."""
-    from .redact import redact
-
     return redact(text, m.redact_patterns)
 
 
