@@ -41,6 +41,8 @@ from .store import EXPERIENCES, Store
 from .types import Alternative, Recommendation
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import numpy as np
     import numpy.typing as npt
 
@@ -152,42 +154,68 @@ def cluster_actions(
     """
     import numpy as np
 
-    clusters: list[ActionCluster] = []
+    index = ClusterIndex(threshold)
     for row, w in sorted(zip(rows, weights, strict=True), key=lambda rw: rw[0]["created_at"]):
         vec = np.asarray(row["action_vector"], dtype=np.float32)
         key = normalise_action(row["action"])
         sig = command_signature(row["action"])
-        home = find_cluster(clusters, key, sig, vec, threshold)
+        home = index.find(key, sig, vec)
         if home is None:
-            home = ActionCluster(vector=vec, key=key, sig=sig)
-            clusters.append(home)
+            home = index.add(ActionCluster(vector=vec, key=key, sig=sig))
         elif home.sig is None:
             home.sig = sig
         home.rows.append(row)
         home.weights.append(w)
-    return clusters
+    return index.clusters
 
 
-def find_cluster(
-    clusters: list[ActionCluster],
-    key: str,
-    sig: str | None,
-    vec: npt.NDArray[np.float32],
-    threshold: float,
-) -> ActionCluster | None:
-    """The cluster an action belongs to (same normalised text, else the closest by embedding
-    at or above ``threshold`` among clusters of a compatible command signature), or ``None``."""
-    home = None
-    best = threshold
-    for cl in clusters:
-        if cl.key == key:
-            return cl
-        if sig is not None and cl.sig is not None and cl.sig != sig:
-            continue  # two different commands, however close their embeddings
-        sim = float(cl.vector @ vec)
-        if sim >= best:
-            best, home = sim, cl
-    return home
+class ClusterIndex:
+    """Action clusters with their vectors stacked, so that finding an action's cluster is one
+    matrix product rather than a numpy call per cluster (~200 lookups per ``recommend``)."""
+
+    def __init__(self, threshold: float, clusters: Sequence[ActionCluster] = ()) -> None:
+        self.threshold = threshold
+        self.clusters: list[ActionCluster] = []
+        self._by_key: dict[str, ActionCluster] = {}
+        self._vectors: npt.NDArray[np.float32] | None = None
+        for cl in clusters:
+            self.add(cl)
+
+    def add(self, cluster: ActionCluster) -> ActionCluster:
+        """Index ``cluster`` (by its key and vector); returns it."""
+        import numpy as np
+
+        n = len(self.clusters)
+        if self._vectors is None or n == len(self._vectors):
+            grown = np.zeros((max(8, 2 * n), len(cluster.vector)), dtype=np.float32)
+            if self._vectors is not None:
+                grown[:n] = self._vectors
+            self._vectors = grown
+        self._vectors[n] = cluster.vector
+        self.clusters.append(cluster)
+        self._by_key.setdefault(cluster.key, cluster)
+        return cluster
+
+    def find(self, key: str, sig: str | None, vec: npt.NDArray[np.float32]) -> ActionCluster | None:
+        """The cluster an action belongs to (same normalised text, else the closest by
+        embedding at or above the threshold among clusters of a compatible command signature;
+        ties go to the newer cluster), or ``None``."""
+        same = self._by_key.get(key)
+        if same is not None or self._vectors is None:
+            return same
+        sims = self._vectors[: len(self.clusters)] @ vec
+        home = None
+        best = self.threshold
+        for i in sims.argsort(kind="stable")[::-1]:  # best first; ties: the newer one first
+            sim = float(sims[i])
+            if sim < best:
+                break
+            cl = self.clusters[i]
+            if sig is not None and cl.sig is not None and cl.sig != sig:
+                continue  # two different commands, however close their embeddings
+            home = cl
+            break
+        return home
 
 
 def scoped_counts(
@@ -261,7 +289,8 @@ def _failed_here(
     import numpy as np
 
     tally: dict[int, list[float]] = {}
-    loose: list[ActionCluster] = []
+    index = ClusterIndex(tuning.action_threshold, clusters)
+    loose = ClusterIndex(tuning.action_threshold)
     for row in sorted(rows, key=lambda r: float(r["created_at"])):
         sim = 1.0 - float(row["_distance"])
         if sim < min(tuning.failure_threshold, floor):
@@ -271,7 +300,7 @@ def _failed_here(
         vec = np.asarray(row["action_vector"], dtype=np.float32)
         key = normalise_action(row["action"])
         sig = command_signature(row["action"])
-        home = find_cluster(clusters, key, sig, vec, tuning.action_threshold)
+        home = index.find(key, sig, vec)
         score = float(row["score"])
         if home is not None:
             t = tally.setdefault(id(home), [0.0, 0.0])
@@ -280,15 +309,13 @@ def _failed_here(
             continue
         if sim >= floor:
             continue  # on topic, but not clustered (cannot happen): nothing to say
-        lone = find_cluster(loose, key, sig, vec, tuning.action_threshold)
+        lone = loose.find(key, sig, vec)
         if lone is None:
-            lone = ActionCluster(vector=vec, key=key, sig=sig)
-            loose.append(lone)
+            lone = loose.add(ActionCluster(vector=vec, key=key, sig=sig))
         lone.rows.append(row)
         lone.weights.append(0.0)
     only_failed = {cid for cid, (s, f) in tally.items() if s <= 1e-9 and f > 0}
-    loose = [cl for cl in loose if cl.counts(weighted=False)[0] <= 1e-9]
-    return only_failed, loose
+    return only_failed, [cl for cl in loose.clusters if cl.counts(weighted=False)[0] <= 1e-9]
 
 
 #: Options ranked exactly (the winner and the first alternatives); the rest by an upper bound.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -242,3 +243,42 @@ def test_recommend_keeps_a_command_apart_from_the_same_command_with_a_step_befor
     assert (rec.successes, rec.failures) == (2.0, 0.0)
     trap = [a for a in rec.alternatives if a.action == "pytest tests/integration"]
     assert trap and sorted(trap[0].evidence_ids) == sorted(bad) and trap[0].successes == 0
+
+
+def _naive_find(clusters: list[Any], key: str, sig: str | None, vec: Any, threshold: float) -> Any:
+    """The cluster lookup written plainly (one cosine per cluster), as a reference."""
+    home, best = None, threshold
+    for cl in clusters:
+        if cl.key == key:
+            return cl
+        if sig is not None and cl.sig is not None and cl.sig != sig:
+            continue
+        sim = float(cl.vector @ vec)
+        if sim >= best:
+            best, home = sim, cl
+    return home
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_cluster_index_finds_what_one_cosine_per_cluster_finds(seed: int) -> None:
+    import numpy as np
+
+    from mimir_core.recommend import ActionCluster, ClusterIndex
+
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((6, 16)).astype(np.float32)
+    index = ClusterIndex(0.7)
+    for step in range(120):
+        vec = centres[rng.integers(6)] + 0.4 * rng.standard_normal(16).astype(np.float32)
+        vec = (vec / np.linalg.norm(vec)).astype(np.float32)
+        if step % 17 == 0:
+            vec = index.clusters[0].vector.copy() if index.clusters else vec  # an exact tie
+        key = f"k{rng.integers(40)}"
+        sig = None if rng.random() < 0.5 else f"s{rng.integers(3)}"
+        want = _naive_find(index.clusters, key, sig, vec, 0.7)
+        got = index.find(key, sig, vec)
+        assert got is want, step
+        if got is None:
+            index.add(ActionCluster(vector=vec, key=key, sig=sig))
+        elif got.sig is None:
+            got.sig = sig  # as cluster_actions does: the index must see signatures change
