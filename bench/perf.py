@@ -188,6 +188,7 @@ def cache_key(n: int, seed: int, load: str) -> str:
     from mimir_core import store
 
     parts = [size_label(n), f"seed{seed}", load, f"schema{store.SCHEMA_VERSION}"]
+    parts.append(f"file{store.DATA_STORAGE_VERSION}")
     lancedb = versions(("lancedb",))["lancedb"]
     parts += [f"idx{store.INDEX_ROWS}-{store.INDEX_PARTITION_ROWS}", f"lancedb{lancedb}"]
     return "-".join(parts)

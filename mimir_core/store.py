@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta, timezone
@@ -29,6 +30,8 @@ from .errors import EmbedderMismatchError, SchemaVersionError, StoreError
 from .locking import FileLock
 from .text import context_text, fts_text
 from .types import Experience
+
+Row = dict[str, Any]
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,12 +64,18 @@ INDEX_PARTITION_ROWS = 1000
 #: IVF partitions probed per query (~4% of a 1M-row table at INDEX_PARTITION_ROWS).
 NPROBES = 40
 #: Candidates re-ranked with exact distances after the 1-bit RaBitQ scan: at least this many, and
-#: at least twice the limit (recall@10 1.0 at 1M rows; the exact re-rank reads each vector).
-REFINE_ROWS = 100
+#: at least twice the limit (the exact re-rank reads each vector). On 30k real MiniLM task vectors
+#: a limit of 24 re-ranked x3 finds 0.9993 of the exact top 10 and 0.997 of the top 24 (x5: 0.9997
+#: and 0.9999 for ~0.5 ms more; no re-rank: 0.80).
+REFINE_ROWS = 64
 #: Key columns of the experiences table given a BTREE index at ``INDEX_ROWS`` rows and up.
 KEY_COLUMNS = ("id", "idem_key")
 #: Tables searched with :meth:`Store._filtered` (post-filter first) and the vector index knobs.
 SEARCHED = frozenset({EXPERIENCES, LESSONS})
+#: Lance file format of the tables Mimir creates. Format 2.2 stores a column holding one value
+#: throughout a page (one embedder, one source, one project) as a constant, and reading rows back
+#: from such a column costs ~1.5 ms per column at 1M rows (0.2 ms in 2.1), on every search.
+DATA_STORAGE_VERSION = "2.1"
 #: Tries of a compaction that concurrent writes keep preempting.
 OPTIMIZE_ATTEMPTS = 3
 #: Versions older than this are removed after compaction (readers always use the latest).
@@ -86,6 +95,21 @@ def sql_in(column: str, values: Iterable[str]) -> str:
     if not vals:
         return "false"
     return f"{column} IN ({', '.join(sql_str(v) for v in vals)})"
+
+
+_NULL_TEST = re.compile(r"\s*([A-Za-z_]\w*) IS NULL\s*")
+
+
+def null_columns(where: str) -> list[str] | None:
+    """The columns of a where clause made of ``<column> IS NULL`` tests joined by ``AND`` only,
+    else ``None``."""
+    columns: list[str] = []
+    for clause in where.split(" AND "):
+        test = _NULL_TEST.fullmatch(clause)
+        if test is None:
+            return None
+        columns.append(test.group(1))
+    return columns
 
 
 def arrow_rows(table: pa.Table) -> list[dict[str, Any]]:
@@ -187,7 +211,7 @@ def _schemas(dim: int) -> dict[str, pa.Schema]:
 def _add_kv_table(store: Store) -> None:
     """Schema 1 -> 2: the ``kv`` table of namespaced documents (and its full-text index)."""
     if KV not in store._table_names():
-        store.db.create_table(KV, schema=_schemas(store.dim)[KV], exist_ok=True)
+        store.create_table(KV, schema=_schemas(store.dim)[KV], exist_ok=True)
     store._ensure_fts(KV)
 
 
@@ -343,7 +367,7 @@ class Store:
             self._restore_backups(existing)
             for name, schema in schemas.items():
                 if name not in existing:
-                    self.db.create_table(name, schema=schema, exist_ok=True)
+                    self.create_table(name, schema=schema, exist_ok=True)
             meta = self.meta()
             if "schema_version" not in meta:
                 self.set_meta(
@@ -415,6 +439,10 @@ class Store:
         result = self.db.list_tables()
         names = getattr(result, "tables", result)
         return list(names)
+
+    def create_table(self, name: str, **kwargs: Any) -> Any:
+        """``db.create_table`` in Mimir's file format (:data:`DATA_STORAGE_VERSION`)."""
+        return self.db.create_table(name, data_storage_version=DATA_STORAGE_VERSION, **kwargs)
 
     def table(self, name: str) -> Any:
         """The open LanceDB table ``name``."""
@@ -584,11 +612,12 @@ class Store:
             q = q.distance_type("cosine").limit(limit).select([*columns, "_distance"])
             return list((q.where(where, prefilter=True) if where else q).to_list())
 
-        def run(n: int, filt: str | None, prefilter: bool) -> list[dict[str, Any]]:
+        def run(n: int, filt: str | None, prefilter: bool, extra: Sequence[str]) -> list[Row]:
             nearest: dict[str, Any] = {"column": column, "q": vector, "k": n, "metric": "cosine"}
             if column == "vector":  # the indexed column; harmless without an index (exact scan)
                 nearest.update(nprobes=NPROBES, refine_factor=max(2, -(-REFINE_ROWS // n)))
-            return self._read(name, [*columns, "_distance"], filt, prefilter, nearest=nearest)
+            cols = list(dict.fromkeys([*columns, *extra, "_distance"]))
+            return self._read(name, cols, filt, prefilter, nearest=nearest)
 
         return self._filtered(run, where, limit)
 
@@ -606,9 +635,10 @@ class Store:
         if not query_text:
             return []
 
-        def run(n: int, filt: str | None, prefilter: bool) -> list[dict[str, Any]]:
+        def run(n: int, filt: str | None, prefilter: bool, extra: Sequence[str]) -> list[Row]:
             fts = {"query": query_text, "columns": ["text"]}
-            return self._read(name, [*columns, "_score"], filt, prefilter, fts=fts, limit=n)
+            cols = list(dict.fromkeys([*columns, *extra, "_score"]))
+            return self._read(name, cols, filt, prefilter, fts=fts, limit=n)
 
         try:
             if name in SEARCHED:
@@ -695,27 +725,35 @@ class Store:
 
     def _filtered(
         self,
-        run: Callable[[int, str | None, bool], list[dict[str, Any]]],
+        run: Callable[[int, str | None, bool, Sequence[str]], list[Row]],
         where: str | None,
         limit: int,
-    ) -> list[dict[str, Any]]:
-        """``run(n, where, prefilter)`` restricted to ``where``, post-filtered when that is exact.
+    ) -> list[Row]:
+        """``run(n, where, prefilter, extra_columns)`` restricted to ``where``, post-filtered
+        when that is exact.
 
         A LanceDB prefilter evaluates the filter over every row before searching: ~40 ms at 1M
         rows even when nearly every row passes (``superseded_by IS NULL``). So the search first
         runs post-filtered, over-fetching a little; if at least ``limit`` rows pass, they are the
         best ``limit`` rows the prefiltered search would return. Otherwise it runs again
         prefiltered; a where clause that lost rows that way (a selective filter, not just a small
-        table) goes straight to the prefilter next time.
+        table) goes straight to the prefilter next time. A where clause of ``IS NULL`` tests
+        only (the default: live experiences) is post-filtered here, on the columns it names:
+        LanceDB's own post-filter adds ~0.6 ms to every search.
         """
         if not where:
-            return run(limit, None, False)
+            return run(limit, None, False, ())
         if self._selective.get(where):
-            return run(limit, where, True)
-        rows = run(limit + max(4, limit // 10), where, False)
+            return run(limit, where, True, ())
+        wanted = limit + max(4, limit // 10)
+        nulls = null_columns(where)
+        if nulls is None:
+            rows = run(wanted, where, False, ())
+        else:
+            rows = [r for r in run(wanted, None, False, nulls) if all(r[c] is None for c in nulls)]
         if len(rows) >= limit:
             return rows[:limit]
-        found = run(limit, where, True)
+        found = run(limit, where, True, ())
         if len(found) > len(rows):
             if len(self._selective) >= 512:
                 self._selective.clear()
@@ -841,13 +879,13 @@ class Store:
             old = self.table(name).to_arrow()
             # lancedb cannot create a table from an empty Arrow table: pass the schema instead
             if old.num_rows:
-                self.db.create_table(backup, data=old, mode="overwrite")
+                self.create_table(backup, data=old, mode="overwrite")
             else:
-                self.db.create_table(backup, schema=old.schema, mode="overwrite")
+                self.create_table(backup, schema=old.schema, mode="overwrite")
             self.db.drop_table(name)
             self._tables.pop(name, None)
             self._datasets.pop(name, None)
-            tbl = self.db.create_table(name, schema=_schemas(self.dim)[name])
+            tbl = self.create_table(name, schema=_schemas(self.dim)[name])
             for start in range(0, len(rows), 10_000):
                 part = (
                     rows[start : start + 10_000]
@@ -868,8 +906,8 @@ class Store:
             if name in existing:
                 self.db.drop_table(name)
             if data.num_rows:
-                self.db.create_table(name, data=data)
+                self.create_table(name, data=data)
             else:
-                self.db.create_table(name, schema=data.schema)
+                self.create_table(name, schema=data.schema)
             self.db.drop_table(backup)
             existing.add(name)

@@ -92,3 +92,52 @@ def test_a_large_table_gets_key_and_vector_indexes_and_still_dedups(
     assert m.stats().experiences == 320
     hit = m.recall("build module 17 of the payments service", k=1)[0]
     assert hit.experience.id == first[17].id
+
+
+def test_null_columns_reads_only_is_null_tests() -> None:
+    assert store_mod.null_columns("superseded_by IS NULL") == ["superseded_by"]
+    assert store_mod.null_columns("a IS NULL AND b IS NULL") == ["a", "b"]
+    assert store_mod.null_columns("scope = 'x' AND superseded_by IS NULL") is None
+    assert store_mod.null_columns("superseded_by IS NOT NULL") is None
+    assert store_mod.null_columns("a IS NULL OR b IS NULL") is None
+
+
+def test_live_searches_leave_out_what_was_superseded_on_the_post_filtered_path(
+    hash_mimir: Mimir,
+) -> None:
+    """Enough live rows for the post-filter (no prefilter fallback): superseded ones still go."""
+    exps = hash_mimir.record_many(
+        [
+            {
+                "task": f"deploy the billing service to staging {i}",
+                "action": f"a{i}",
+                "outcome": "success",
+            }
+            for i in range(60)
+        ]
+    )
+    gone = exps[:30]
+    for old in gone:
+        hash_mimir.supersede(old.id, exps[-1].id)
+    gone_ids = {e.id for e in gone}
+    store = hash_mimir.store
+    vec = hash_mimir.embedder.embed(["deploy the billing service to staging"])[0]
+    where = "superseded_by IS NULL"
+    rows = store.vector_search(store_mod.EXPERIENCES, vec, where=where, limit=20, columns=["id"])
+    assert len(rows) == 20 and not gone_ids & {r["id"] for r in rows}
+    assert where not in store._selective  # answered by the post-filter, not the prefilter
+    text = store.text_search(
+        store_mod.EXPERIENCES, "billing staging", where=where, limit=20, columns=["id"]
+    )
+    assert len(text) == 20 and not gone_ids & {r["id"] for r in text}
+    hits = hash_mimir.recall("deploy the billing service to staging", k=10)
+    assert hits and not gone_ids & {h.experience.id for h in hits}
+    assert len(hash_mimir.recall("deploy the billing service", k=10, include_superseded=True)) == 10
+
+
+def test_tables_are_written_in_the_2_1_file_format(hash_mimir: Mimir) -> None:
+    """Format 2.2 makes reads from single-valued columns ~8x slower at 1M rows."""
+    hash_mimir.record("t", "a", "success")
+    for name in store_mod.TABLES:
+        ds = hash_mimir.store.table(name).to_lance()
+        assert ds.data_storage_version == store_mod.DATA_STORAGE_VERSION == "2.1", name
