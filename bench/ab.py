@@ -115,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     ).stdout.strip()
     dirty = bool(
         subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain"], capture_output=True, text=True
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
         ).stdout.strip()
     )
     result: dict[str, Any] = {

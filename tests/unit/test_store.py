@@ -141,3 +141,19 @@ def test_tables_are_written_in_the_2_1_file_format(hash_mimir: Mimir) -> None:
     for name in store_mod.TABLES:
         ds = hash_mimir.store.table(name).to_lance()
         assert ds.data_storage_version == store_mod.DATA_STORAGE_VERSION == "2.1", name
+
+
+def test_reindex_rewrites_a_2_2_table_in_the_2_1_format(home: Path) -> None:
+    m = Mimir(home, embedder="hash")
+    m.record("deploy the billing service", "helm upgrade billing", "success")
+    store = m.store
+    data = store.table(store_mod.EXPERIENCES).to_arrow()
+    store.db.drop_table(store_mod.EXPERIENCES)
+    store.db.create_table(store_mod.EXPERIENCES, data=data, data_storage_version="2.2")
+    m.close()
+    m = Mimir(home, embedder="hash")  # a store made before: it opens and reads as it is
+    assert m.store.table(store_mod.EXPERIENCES).to_lance().data_storage_version == "2.2"
+    assert m.recall("billing deploy")
+    assert m.reindex() == 1
+    assert m.store.table(store_mod.EXPERIENCES).to_lance().data_storage_version == "2.1"
+    assert m.recall("billing deploy")[0].experience.action == "helm upgrade billing"
