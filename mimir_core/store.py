@@ -61,7 +61,9 @@ INDEX_ROWS = 10_000
 #: defaults to ~8k rows: 7 partitions at 100k, 116 at 1M, so 40 probes scanned all of them at
 #: 100k and a third of the table at 1M).
 INDEX_PARTITION_ROWS = 1000
-#: IVF partitions probed per query (~4% of a 1M-row table at INDEX_PARTITION_ROWS).
+#: IVF partitions probed per query (~4% of a 1M-row table at INDEX_PARTITION_ROWS). On 100k real
+#: MiniLM task vectors split into 1,000 partitions (a 1M store's count), 40 probes find 0.988 of
+#: the exact top 10 (80: 0.995); with 100 partitions, 0.998.
 NPROBES = 40
 #: Candidates re-ranked with exact distances after the 1-bit RaBitQ scan: at least this many, and
 #: at least twice the limit (the exact re-rank reads each vector). On 30k real MiniLM task vectors
