@@ -41,8 +41,6 @@ from .store import EXPERIENCES, Store
 from .types import Alternative, Recommendation
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     import numpy as np
     import numpy.typing as npt
 
@@ -152,6 +150,14 @@ def cluster_actions(
     A shell command never joins a cluster holding a command of another signature (prose, which
     has none, pools by embedding alone: "ran the migrations first" may describe a command).
     """
+    return cluster_index(rows, weights, threshold).clusters
+
+
+def cluster_index(
+    rows: list[dict[str, Any]], weights: list[float], threshold: float
+) -> ClusterIndex:
+    """:func:`cluster_actions`, as the index that found the clusters (to look more actions up
+    in them)."""
     import numpy as np
 
     index = ClusterIndex(threshold)
@@ -166,20 +172,18 @@ def cluster_actions(
             home.sig = sig
         home.rows.append(row)
         home.weights.append(w)
-    return index.clusters
+    return index
 
 
 class ClusterIndex:
     """Action clusters with their vectors stacked, so that finding an action's cluster is one
     matrix product rather than a numpy call per cluster (~200 lookups per ``recommend``)."""
 
-    def __init__(self, threshold: float, clusters: Sequence[ActionCluster] = ()) -> None:
+    def __init__(self, threshold: float) -> None:
         self.threshold = threshold
         self.clusters: list[ActionCluster] = []
         self._by_key: dict[str, ActionCluster] = {}
         self._vectors: npt.NDArray[np.float32] | None = None
-        for cl in clusters:
-            self.add(cl)
 
     def add(self, cluster: ActionCluster) -> ActionCluster:
         """Index ``cluster`` (by its key and vector); returns it."""
@@ -275,7 +279,7 @@ def topic_probability(sim: float, tuning: RecommendTuning = DEFAULT_TUNING) -> f
 
 
 def _failed_here(
-    clusters: list[ActionCluster],
+    index: ClusterIndex,
     rows: list[dict[str, Any]],
     prefer_scope: str | None,
     floor: float,
@@ -289,7 +293,6 @@ def _failed_here(
     import numpy as np
 
     tally: dict[int, list[float]] = {}
-    index = ClusterIndex(tuning.action_threshold, clusters)
     loose = ClusterIndex(tuning.action_threshold)
     for row in sorted(rows, key=lambda r: float(r["created_at"])):
         sim = 1.0 - float(row["_distance"])
@@ -382,8 +385,9 @@ def recommend(
         weights.append(w)
     if not on_topic:
         return None
-    clusters = cluster_actions(on_topic, weights, tuning.action_threshold)
-    failed_here, loose = _failed_here(clusters, rows, prefer_scope, floor, tuning)
+    index = cluster_index(on_topic, weights, tuning.action_threshold)
+    clusters = index.clusters
+    failed_here, loose = _failed_here(index, rows, prefer_scope, floor, tuning)
     options: list[tuple[float, ActionCluster, Alternative]] = []
     bounded: list[tuple[float, ActionCluster, Alternative]] = []
     for cl in clusters + loose:
