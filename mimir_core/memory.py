@@ -126,6 +126,7 @@ class Mimir(LessonsMixin):
         if isinstance(self.scope, str):  # the key as records store it (no secret in it)
             self.scope = scope_key(self.scope, self.redact_patterns)
         self._embedder_spec: Embedder | str = embedder or (s.embedder if s else "fastembed")
+        self._configured: Embedder | None = None
         self._embedder: CachedEmbedder | None = None
         self._store: Store | None = None
         self._lock = threading.RLock()
@@ -164,12 +165,19 @@ class Mimir(LessonsMixin):
 
     @property
     def embedder(self) -> CachedEmbedder:
-        """The active embedder (loaded on first use)."""
+        """The active embedder (loaded on first use): the configured one, or the variant of its
+        model that made an existing store's vectors (see :meth:`FastEmbedder.for_store`)."""
         with self._lock:
             if self._embedder is None:
-                inner = make_embedder(self._embedder_spec, self.home / "models" / "minilm-int8")
-                self._embedder = CachedEmbedder(inner)
+                self._embedder = CachedEmbedder(self._configured_embedder())
             return self._embedder
+
+    def _configured_embedder(self) -> Embedder:
+        with self._lock:
+            if self._configured is None:
+                models = self.home / "models" / "minilm-int8"
+                self._configured = make_embedder(self._embedder_spec, models)
+            return self._configured
 
     @property
     def store(self) -> Store:
@@ -182,14 +190,23 @@ class Mimir(LessonsMixin):
     def _open_store(self, *, check_embedder: bool) -> Store:
         self._ensure_home()
         emb = self.embedder
-        return Store(
+        store = Store(
             self.store_uri,
             lock_path=self.home / "locks" / "store.lock",
             embed_model=emb.name,
             dim=emb.dim,
             storage_options=self.storage_options,
-            check_embedder=check_embedder,
+            check_embedder=False,
         )
+        if check_embedder:
+            meta = store.meta()
+            variant_for = getattr(emb.inner, "for_store", None)
+            variant = variant_for(meta.get("embed_model", "")) if variant_for else None
+            if variant is not None and variant is not emb.inner:
+                self._embedder = CachedEmbedder(variant)  # the store's vectors decide
+                store.embed_model = variant.name
+            store.check_embedder(meta)
+        return store
 
     def _ensure_home(self) -> None:
         try:
@@ -645,7 +662,7 @@ class Mimir(LessonsMixin):
     # -- maintenance -----------------------------------------------------------------------------
 
     def reindex(self, batch: int = 256) -> int:
-        """Re-embed everything (experiences, lessons, kv documents) with the active embedder.
+        """Re-embed everything (experiences, lessons, kv documents) with the configured embedder.
 
         Returns how many experiences. Safe to rerun: each old table is kept as a backup table
         until the new one is complete.
@@ -655,7 +672,9 @@ class Mimir(LessonsMixin):
         with self._lock:
             store = self._store or self._open_store(check_embedder=False)
             self._store = store
-        emb = self.embedder
+        # The configured embedder, even if this store was opened with the variant that matched
+        # its old vectors: reindexing is how a store moves to it.
+        emb = CachedEmbedder(self._configured_embedder())
         with store.writing():
             data = store.column(EXPERIENCES, EXPERIENCE_COLUMNS).to_pylist()
             # Each batch becomes Arrow at once (float32 vectors: ~3 KB a row, not ~25 KB of
@@ -683,6 +702,8 @@ class Mimir(LessonsMixin):
             reembed_rows(docs, emb, batch=batch)
             store.replace_table(KV, docs)
             store.set_meta({"embed_model": emb.name, "dim": str(emb.dim)})
+        with self._lock:
+            self._embedder, store.embed_model = emb, emb.name
         self.audit(
             "api",
             "store",

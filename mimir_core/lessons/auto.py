@@ -80,12 +80,13 @@ def due(m: Mimir, *, now: float | None = None, new_failures: int = 0) -> bool:
 
 def child_config(m: Mimir) -> dict[str, Any] | None:
     """What a new process needs to open the same Mimir (``None``: it cannot be rebuilt)."""
-    from ..embed import FASTEMBED_NAME, HASH_NAME
+    from ..embed import FASTEMBED_FLOAT_NAME, FASTEMBED_NAME, HASH_NAME
 
     spec = m._embedder_spec
     if not isinstance(spec, str):
         name = getattr(spec, "name", "")
-        spec = {FASTEMBED_NAME: "fastembed", HASH_NAME: "hash"}.get(name, "")
+        known = {FASTEMBED_NAME: "fastembed", FASTEMBED_FLOAT_NAME: "fastembed", HASH_NAME: "hash"}
+        spec = known.get(name, "")
         if not spec:
             return None
     from .lifecycle import signing_key

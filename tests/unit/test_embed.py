@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +12,18 @@ import numpy as np
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.embed import FASTEMBED_NAME, FastEmbedder, HashEmbedder, make_embedder
+from mimir_core.doctor import run_checks
+from mimir_core.embed import (
+    FASTEMBED_FLOAT_NAME,
+    FASTEMBED_NAME,
+    FastEmbedder,
+    HashEmbedder,
+    make_embedder,
+    model_file,
+    prepare_w8a8_dir,
+)
 from mimir_core.errors import ConfigError, EmbedderMismatchError, EmbedderUnavailableError
+from mimir_core.onnx_w8a8 import count_ops, w8a8
 
 
 def test_real_model_embeds_offline_and_connects_paraphrases(fast_embedder: FastEmbedder) -> None:
@@ -94,3 +105,108 @@ def test_lone_surrogates_reach_the_real_model_as_replacement_characters(mimir: M
     assert hits and hits[0].experience.id == exp.id
     assert isinstance(mimir.context("deploy \ud800 app"), str)
     assert mimir.recommend("deploy \ud800 the app") is None  # only ever failed
+
+
+# -- W8A8: the shipped int8 weights on int8 activations -------------------------------------------
+
+
+def _doctor_store(m: Mimir) -> str:
+    check = next(c for c in run_checks(m) if c["check"] == "store")
+    assert check["ok"], check
+    return str(check["detail"])
+
+
+def _installed_model() -> bytes:
+    return model_file().read_bytes()
+
+
+def test_the_protobuf_codec_reproduces_the_model_byte_for_byte() -> None:
+    from mimir_core.onnx_w8a8 import _MODEL_GRAPH, _encode, _fields
+
+    model = _installed_model()
+    assert _encode(_fields(model)) == model
+    graph = next(v for n, _, v in _fields(model) if n == _MODEL_GRAPH)
+    assert isinstance(graph, bytes) and _encode(_fields(graph)) == graph
+
+
+def test_the_rewrite_moves_every_weight_product_to_integer_arithmetic() -> None:
+    model = _installed_model()
+    out = w8a8(model)
+    assert count_ops(out, "DynamicQuantizeMatMul") == 36  # Q, K, V, out, up, down x 6 layers
+    assert count_ops(out, "MatMul") == count_ops(model, "MatMul") - 36  # attention's own remain
+    assert count_ops(out, "Cast") == count_ops(model, "Cast") - 36
+    assert abs(len(out) - len(model)) < 0.01 * len(model)  # int8 weights stay int8
+    with pytest.raises(EmbedderUnavailableError, match="no int8 weight products"):
+        w8a8(out)  # nothing left to rewrite
+    for broken in (model[: len(model) // 2], b"\xff" * 64):
+        with pytest.raises(EmbedderUnavailableError, match="not a readable ONNX model"):
+            w8a8(broken)
+
+
+def test_w8a8_vectors_agree_with_the_float_model(fast_embedder: FastEmbedder) -> None:
+    texts = [
+        "login times out under load",
+        "Fix authentication latency when many users sign in at once",
+        "bake sourdough bread",
+        "pytest fails with relation 'refunds' does not exist in the test database",
+        "ran alembic upgrade head before pytest",
+        "Der Build schlägt mit einem Linkerfehler fehl",
+        "ModuleNotFoundError: No module named 'yaml' in the CI image",
+        "terraform apply blocked by Error acquiring the state lock",
+    ]
+    assert fast_embedder.name == FASTEMBED_NAME
+    floats = fast_embedder.for_store(FASTEMBED_FLOAT_NAME)
+    assert floats is not None and floats.name == FASTEMBED_FLOAT_NAME
+    a, b = fast_embedder.embed(texts), floats.embed(texts)
+    cos = (a * b).sum(axis=1)
+    assert cos.min() > 0.98 and cos.mean() > 0.99
+    assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-3)
+    off = ~np.eye(len(texts), dtype=bool)
+    assert np.abs((a @ a.T - b @ b.T)[off]).max() < 0.05  # similarities barely move
+
+
+def test_a_w8a8_vector_does_not_depend_on_its_batch(fast_embedder: FastEmbedder) -> None:
+    text = "deploy failed with error code E1234"
+    alone = fast_embedder.embed([text])[0]
+    crowd = fast_embedder.embed(["x " * 200, text, "a much longer neighbour " * 10])[1]
+    assert np.array_equal(alone, crowd)
+
+
+def test_the_rewritten_model_is_private_made_once_and_remade_when_stale(tmp_path: Path) -> None:
+    directory = prepare_w8a8_dir(tmp_path / "w8a8")
+    model = directory / "model.onnx"
+    assert stat.S_IMODE(model.stat().st_mode) == 0o600
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    assert count_ops(model.read_bytes(), "DynamicQuantizeMatMul") == 36
+    made = model.stat().st_mtime_ns
+    prepare_w8a8_dir(directory)
+    assert model.stat().st_mtime_ns == made  # reused
+    (directory / "model.onnx.source").write_text("an older model file", encoding="utf-8")
+    prepare_w8a8_dir(directory)
+    assert model.stat().st_mtime_ns != made
+    assert count_ops(model.read_bytes(), "DynamicQuantizeMatMul") == 36
+
+
+def test_a_store_made_with_float_vectors_keeps_its_variant_until_reindex(
+    tmp_path: Path, fast_embedder: FastEmbedder
+) -> None:
+    home = tmp_path / "h"
+    floats = fast_embedder.for_store(FASTEMBED_FLOAT_NAME)
+    old = Mimir(home, embedder=floats)  # type: ignore[arg-type]
+    exp = old.record("Run the integration tests", "alembic upgrade head first", "success")
+    old.close()
+
+    m = Mimir(home, embedder=fast_embedder)  # type: ignore[arg-type]
+    assert m.stats().embedder == FASTEMBED_FLOAT_NAME  # not refused, not mixed
+    assert m.embedder.inner is floats  # the loaded float model, shared
+    assert m.recall("run the integration test suite")[0].experience.id == exp.id
+    new = m.record("Run the unit tests", "pytest -x", "success")
+    assert new.embed_model == FASTEMBED_FLOAT_NAME
+    assert "mimir reindex" in _doctor_store(m)
+
+    assert m.reindex() == 2
+    assert m.embedder.inner is fast_embedder and m.stats().embedder == FASTEMBED_NAME
+    assert m.recall("run the integration test suite")[0].experience.id == exp.id
+    again = Mimir(home, embedder="fastembed")
+    assert again.stats().embedder == FASTEMBED_NAME
+    assert "mimir reindex" not in _doctor_store(again)
