@@ -30,14 +30,30 @@ def test_admitted_lessons_are_pure_specific_and_gated(result: tuple[dict, Path])
     assert len(Counter(next(iter(le["families"])) for le in q["lessons"])) >= 3
 
 
-def test_serving_abstains_on_unanswerable_queries(result: tuple[dict, Path]) -> None:
+def test_serving_abstains_on_unanswerable_queries_and_finds_admitted_lessons(
+    result: tuple[dict, Path],
+) -> None:
     from mimir_core import Mimir
 
-    _q, home = result
+    q, home = result
     m = Mimir(home, embedder="fastembed", auto_consolidate=False)
-    unanswerable = [x["query"] for x in load()["queries"] if not x["relevant"]]
+    data = load()
+    unanswerable = [x["query"] for x in data["queries"] if not x["relevant"]]
     assert len(unanswerable) >= 30
     assert [u for u in unanswerable if m.lessons(u, scope="*")] == []
     assert [u for u in unanswerable if render_context(home, u)] == []
-    served = m.lessons("tests can't find the new tables in the test database", scope="*")
-    assert served and "alembic" in served[0].rule
+    # Which lessons clear the gate moves with the embedder's numerics (two phrasings of one
+    # action at cosine 0.69 or 0.71 pool their evidence or not), so every admitted lesson is
+    # asked for with the labelled paraphrases of its own task family.
+    family = {e["id"]: (e.get("action_group") or "-").split(":")[0] for e in data["experiences"]}
+    found = 0
+    for le in q["lessons"]:
+        own = next(f for f in le["families"] if f != "-")
+        asked = [
+            x["query"]
+            for x in data["queries"]
+            if x["kind"] == "paraphrase" and {family[i] for i in x["relevant"]} == {own}
+        ]
+        assert asked, own
+        found += any(le["id"] in {s.id for s in m.lessons(x, scope="*")} for x in asked)
+    assert found >= max(1, len(q["lessons"]) / 2), (found, len(q["lessons"]))
