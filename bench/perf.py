@@ -531,12 +531,12 @@ def main(argv: list[str] | None = None) -> int:
         "embedder": {
             "stores": "SyntheticEmbedder (bench/synthetic.py): deterministic 384-d vectors from a "
             "hash of the text; 4,096-cluster mixture in 48-d projected to 384-d",
-            "queries": "real MiniLM-L6 int8 (FastEmbedder, threads=1) run on every query text "
+            "queries": "real MiniLM-L6 W8A8 (FastEmbedder, threads=1) run on every query text "
             "(vector discarded) + the synthetic vector, so latencies include real embedding",
         },
         "notes": [],
     }
-    from mimir_core.embed import FastEmbedder
+    from mimir_core.embed import FASTEMBED_FLOAT_NAME, FastEmbedder
     from mimir_core.store import EXPERIENCES
 
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -619,8 +619,12 @@ def main(argv: list[str] | None = None) -> int:
 
             return lambda queries: [timed2(lambda q=q: search(q)) for q in queries]
 
-        def embed_only(queries: list[str]) -> list[Sample]:
-            return [timed2(lambda q=q: fe.embed([q])) for q in queries]
+        def embed_only(model: FastEmbedder) -> Callable[[list[str]], list[Sample]]:
+            return lambda queries: [timed2(lambda q=q: model.embed([q])) for q in queries]
+
+        # The float-activation variant (stores made before W8A8 keep it) measured beside.
+        fe_float = fe.for_store(FASTEMBED_FLOAT_NAME)
+        assert fe_float is not None
 
         def learn_op(op: str, name: str) -> Callable[[list[str]], list[Sample]]:
             def run(queries: list[str]) -> list[Sample]:
@@ -634,7 +638,10 @@ def main(argv: list[str] | None = None) -> int:
             return run
 
         log("recall latency (interleaved)")
-        variants: dict[str, Callable[[list[str]], list[Sample]]] = {"embed_only": embed_only}
+        variants: dict[str, Callable[[list[str]], list[Sample]]] = {
+            "embed_only": embed_only(fe),
+            "embed_only_float_variant": embed_only(fe_float),
+        }
         for n in sizes:
             lab = size_label(n)
             variants[f"mimir@{lab}"] = mimir_op(stores[n], "recall")
