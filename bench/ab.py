@@ -75,9 +75,12 @@ def compare(
             side: {op: [] for op in OPS} for side in workers
         }
         agree = dict.fromkeys(OPS, 0)
-        for i, text in enumerate(make_queries(queries + WARMUP, seed + 4242)):
+        # Each call its own text: a text seen before would find its vector in the query cache.
+        texts = make_queries(len(OPS) * (queries + WARMUP), seed + 4242)
+        for i in range(queries + WARMUP):
             order = list(workers) if i % 2 == 0 else list(reversed(workers))
-            for op in OPS:
+            for j, op in enumerate(OPS):
+                text = texts[len(OPS) * i + j]
                 got = {side: workers[side].call(op, text) for side in order}
                 if i < WARMUP:
                     continue
