@@ -166,17 +166,25 @@ def prepare_w8a8_dir(directory: Path) -> Path:
     if current != stamp:
         # Model first, stamp second (each replaced atomically): a stamp never vouches for a file
         # that is not there yet. Concurrent processes write the same bytes.
-        _write_private(target, w8a8(source.read_bytes()))
-        _write_private(stamp_file, stamp.encode("utf-8"))
+        try:
+            _write_private(target, w8a8(source.read_bytes()))
+            _write_private(stamp_file, stamp.encode("utf-8"))
+        except OSError as exc:
+            raise EmbedderUnavailableError(
+                f"cannot write the W8A8 model to {directory}: {exc.strerror or exc}"
+            ) from exc
     return directory
 
 
 def _write_private(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no partial file behind
 
 
 def _link_tokenizer(directory: Path) -> None:

@@ -212,3 +212,12 @@ def test_a_store_made_with_float_vectors_keeps_its_variant_until_reindex(
     again = Mimir(home, embedder="fastembed")
     assert again.stats().embedder == FASTEMBED_NAME
     assert "mimir reindex" not in _doctor_store(again)
+
+
+def test_a_model_file_that_cannot_be_written_is_a_clear_error(tmp_path: Path) -> None:
+    in_the_way = tmp_path / "models" / "w8a8" / "model.onnx"
+    in_the_way.mkdir(parents=True)  # a directory where the file goes (fails even for root)
+    (in_the_way / "keep").write_text("x")
+    with pytest.raises(EmbedderUnavailableError, match="cannot write the W8A8 model"):
+        FastEmbedder(tmp_path / "models").embed(["x"])
+    assert [p.name for p in in_the_way.parent.iterdir() if p.name.endswith(".tmp")] == []
