@@ -221,3 +221,14 @@ def test_a_model_file_that_cannot_be_written_is_a_clear_error(tmp_path: Path) ->
     with pytest.raises(EmbedderUnavailableError, match="cannot write the W8A8 model"):
         FastEmbedder(tmp_path / "models").embed(["x"])
     assert [p.name for p in in_the_way.parent.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_background_child_reopens_either_minilm_variant(
+    tmp_path: Path, fast_embedder: FastEmbedder
+) -> None:
+    from mimir_core.lessons.auto import child_config
+
+    # The child gets the spec "fastembed" and picks the variant the store's vectors need.
+    for emb in (fast_embedder, fast_embedder.for_store(FASTEMBED_FLOAT_NAME)):
+        cfg = child_config(Mimir(tmp_path / "h", embedder=emb))  # type: ignore[arg-type]
+        assert cfg is not None and cfg["embedder"] == "fastembed"
