@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import spool
-from .errors import StoreError
+from .errors import MimirError, StoreError
 from .integrity import (
     TABLE_SUFFIX,
     backup,
@@ -64,7 +64,10 @@ def run_checks(m: Mimir) -> list[Check]:
         return f"{m.home} (mode {mode:o})"
 
     def embedder() -> str:
-        emb = m.embedder
+        try:
+            emb: Any = m.embedder  # the variant the store's vectors need
+        except MimirError:  # the store check says why it does not open
+            emb = m._configured_embedder()
         start = time.perf_counter()
         vec = emb.embed(["check that the embedding model loads offline"])
         ms = (time.perf_counter() - start) * 1000

@@ -166,10 +166,12 @@ class Mimir(LessonsMixin):
     @property
     def embedder(self) -> CachedEmbedder:
         """The active embedder (loaded on first use): the configured one, or the variant of its
-        model that made an existing store's vectors (see :meth:`FastEmbedder.for_store`)."""
+        model that made an existing store's vectors (see :meth:`FastEmbedder.for_store`). So the
+        store is opened first: nothing is embedded before the variant is known."""
         with self._lock:
             if self._embedder is None:
-                self._embedder = CachedEmbedder(self._configured_embedder())
+                _ = self.store
+            assert self._embedder is not None
             return self._embedder
 
     def _configured_embedder(self) -> Embedder:
@@ -189,23 +191,25 @@ class Mimir(LessonsMixin):
 
     def _open_store(self, *, check_embedder: bool) -> Store:
         self._ensure_home()
-        emb = self.embedder
+        configured = self._configured_embedder()
+        active = self._embedder.inner if self._embedder is not None else configured
         store = Store(
             self.store_uri,
             lock_path=self.home / "locks" / "store.lock",
-            embed_model=emb.name,
-            dim=emb.dim,
+            embed_model=active.name,  # what a new store records
+            dim=active.dim,
             storage_options=self.storage_options,
             check_embedder=False,
         )
         if check_embedder:
             meta = store.meta()
-            variant_for = getattr(emb.inner, "for_store", None)
+            variant_for = getattr(configured, "for_store", None)
             variant = variant_for(meta.get("embed_model", "")) if variant_for else None
-            if variant is not None and variant is not emb.inner:
-                self._embedder = CachedEmbedder(variant)  # the store's vectors decide
-                store.embed_model = variant.name
+            active = variant or configured  # the store's vectors decide
+            store.embed_model = active.name
             store.check_embedder(meta)
+        if self._embedder is None or self._embedder.inner is not active:
+            self._embedder = CachedEmbedder(active)
         return store
 
     def _ensure_home(self) -> None:

@@ -199,11 +199,13 @@ def test_a_store_made_with_float_vectors_keeps_its_variant_until_reindex(
     old.close()
 
     m = Mimir(home, embedder=fast_embedder)  # type: ignore[arg-type]
+    # A write as the very first call: the store's variant is known before anything is embedded.
+    new = m.record("Run the unit tests", "pytest -x", "success")
+    assert new.embed_model == FASTEMBED_FLOAT_NAME
     assert m.stats().embedder == FASTEMBED_FLOAT_NAME  # not refused, not mixed
     assert m.embedder.inner is floats  # the loaded float model, shared
     assert m.recall("run the integration test suite")[0].experience.id == exp.id
-    new = m.record("Run the unit tests", "pytest -x", "success")
-    assert new.embed_model == FASTEMBED_FLOAT_NAME
+    assert m.embedder.embed_one("pytest -x") @ floats.embed(["pytest -x"])[0] > 0.9999
     assert "mimir reindex" in _doctor_store(m)
 
     assert m.reindex() == 2
