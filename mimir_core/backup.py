@@ -322,8 +322,7 @@ class _Reader:
         emb = obj.get("embedder")
         if not isinstance(emb, dict) or not isinstance(obj.get("counts"), dict):
             raise self.fail(1, "the header has no 'embedder' or 'counts' object")
-        _ = self.m.store  # opened first: a store's own vectors decide which variant embeds
-        mine = self.m.embedder
+        mine = self.m.embedder  # the variant the store's own vectors came from
         self.use_vectors = bool(obj.get("with_vectors")) and (
             emb.get("name") == mine.name and emb.get("dim") == mine.dim
         )

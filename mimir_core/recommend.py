@@ -208,18 +208,14 @@ class ClusterIndex:
         if same is not None or self._vectors is None:
             return same
         sims = self._vectors[: len(self.clusters)] @ vec
-        home = None
-        best = self.threshold
         for i in sims.argsort(kind="stable")[::-1]:  # best first; ties: the newer one first
-            sim = float(sims[i])
-            if sim < best:
+            if float(sims[i]) < self.threshold:
                 break
-            cl = self.clusters[i]
+            cl = self.clusters[int(i)]
             if sig is not None and cl.sig is not None and cl.sig != sig:
                 continue  # two different commands, however close their embeddings
-            home = cl
-            break
-        return home
+            return cl
+        return None
 
 
 def scoped_counts(
