@@ -100,15 +100,22 @@ def _same_path(uri: str, path: Path) -> bool:
 def _ensure_dir(path: Path) -> None:
     """Create ``path`` and its missing parents, each 0700 (``mkdir(parents=True)`` would give
     the parents the umask's default mode, e.g. 0755)."""
-    missing = []
-    while not path.exists() and path != path.parent:
-        missing.append(path)
-        path = path.parent
-    for d in reversed(missing):
+    for attempt in range(3):
+        missing: list[Path] = []
+        d = path
+        while not d.exists() and d != d.parent:
+            missing.append(d)
+            d = d.parent
         try:
-            d.mkdir(mode=0o700)
-        except FileExistsError:
-            continue
+            for d in reversed(missing):
+                try:
+                    d.mkdir(mode=0o700)
+                except FileExistsError:
+                    continue
+            return
+        except FileNotFoundError:  # another process removed a parent meanwhile: start again
+            if attempt == 2:
+                raise
 
 
 ensure_private_dir = _ensure_dir

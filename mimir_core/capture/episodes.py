@@ -138,6 +138,7 @@ class Capture:
     ) -> None:
         self.spool = Path(spool_dir)
         self.sessions = self.spool / "sessions"
+        self.claims = self.spool / "claims"
         self.scope = scope
         self.redact_patterns = redact_patterns
 
@@ -193,11 +194,16 @@ class Capture:
         """True unless the same payload was claimed in this session less than ``window`` seconds
         ago (hooks installed in two directories run twice for one event: only the first run
         captures and answers; the same prompt typed again later is a new event)."""
-        seen = self.session_dir(session_id) / "seen"
-        # With parents: the twin run of an end event may have removed the session meanwhile.
-        spool.ensure_private_dir(seen)
+        # Claims live outside the session's state: the first run of an end event removes that
+        # state, and its twin must still find the claim (else it handles the event again, and
+        # under load trips over the removal half done).
+        seen = self.claims / session_key(session_id)
         marker = seen / fingerprint[:40]
         try:
+            spool.ensure_private_dir(seen)
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileNotFoundError:  # the drain pruned this session's claims just now
+            spool.ensure_private_dir(seen)
             os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         except FileExistsError:
             try:
@@ -370,21 +376,17 @@ class Capture:
         Called by the drain, under its lock. Returns the number of records spooled."""
         now = time.time() if now is None else now
         spooled = 0
-        try:
-            entries = list(os.scandir(self.sessions))
-        except OSError:
-            return 0
-        for entry in entries:
-            if not entry.is_dir():
-                continue
-            path = Path(entry.path)
-            newest = max((p.stat().st_mtime for p in path.iterdir() if p.is_file()), default=0.0)
+        for path in _subdirs(self.sessions):
+            newest = _newest_file(path)
             if now - newest < max_idle:
                 continue
             meta_sid = self.meta_at(path).get("session_id")
             if isinstance(meta_sid, str) and meta_sid:
                 spooled += self.close(meta_sid)
             if now - newest >= FORGET_AFTER:
+                remove_tree(path)
+        for path in _subdirs(self.claims):  # a claim matters for DUPLICATE_WINDOW seconds
+            if now - _newest_file(path) >= max(max_idle, DUPLICATE_WINDOW):
                 remove_tree(path)
         return spooled
 
@@ -430,6 +432,30 @@ def scrub_sessions(spool_dir: str | os.PathLike[str], texts: list[str]) -> int:
         if path.name == STEPS or path.name.startswith("closing-"):
             removed += spool.rewrite(path, keep)
     return removed
+
+
+def _subdirs(path: Path) -> list[Path]:
+    try:
+        return [Path(e.path) for e in os.scandir(path) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _newest_file(path: Path) -> float:
+    """The newest mtime of the files directly in ``path`` (0 when none); files a hook removes
+    meanwhile are skipped."""
+    newest = 0.0
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return newest
+    for entry in entries:
+        try:
+            if entry.is_file(follow_symlinks=False):
+                newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+        except OSError:
+            continue
+    return newest
 
 
 def remove_tree(path: Path) -> None:

@@ -101,7 +101,8 @@ def test_setup_capture_inject_uninstall(claude: Path, tmp_path: Path) -> None:
         "<mimir-memory>" in injected[0]
         and "UserPromptSubmit hook additional context" in (injected[0])
     )
-    assert not (home / ".mimir" / "logs" / "hooks.log").exists()
+    hooks_log = home / ".mimir" / "logs" / "hooks.log"
+    assert not hooks_log.exists(), hooks_log.read_text()[-3000:]
 
     from mimir_core import Mimir
 

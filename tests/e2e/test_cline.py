@@ -82,7 +82,8 @@ def test_setup_capture_inject_uninstall(cline: Path, home: Path) -> None:
     # The lesson reached the model as hook context (exactly once, though two hook dirs ran).
     assert sum(body.count(RULE) for body in bodies[-1:]) == 1, bodies[-1][-3000:]
     assert "<mimir-memory>" in bodies[-1]
-    assert not (home / ".mimir" / "logs" / "hooks.log").exists()
+    hooks_log = home / ".mimir" / "logs" / "hooks.log"
+    assert not hooks_log.exists(), hooks_log.read_text()[-3000:]
 
     from mimir_core import Mimir
 

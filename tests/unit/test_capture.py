@@ -556,13 +556,50 @@ def test_bad_mappings_name_the_bad_key(data: Any, names: str) -> None:
     assert isinstance(exc.value, MimirError)  # the one error family of the public API
 
 
-def test_a_claim_survives_its_twin_removing_the_session(
+def test_the_twin_of_an_end_event_finds_the_claim_after_the_session_is_gone(
+    tmp_path: Path,
+) -> None:
+    # Two hook directories run one end event at once. The first run closes the episode and
+    # removes the session's state; the twin must still see the claim, or it handles the end
+    # again and, under load, trips over the half-done removal (seen in CI as FileNotFoundError
+    # in hooks.log from the Cline e2e test).
+    c = Capture(tmp_path / "spool")
+    feed(c, CC["UserPromptSubmit"], tool(1, "cargo build"))
+    assert c.claim(SID, "e" * 64)
+    feed(c, CC["SessionEnd"])
+    assert not c.session_path(SID).exists()
+    assert not c.claim(SID, "e" * 64)  # the twin: already handled
+    assert not c.session_path(SID).exists()  # and it left no state behind
+
+
+def test_the_drain_prunes_old_claims_only(tmp_path: Path) -> None:
+    import time
+
+    c = Capture(tmp_path / "spool")
+    assert c.claim("s", "f" * 64) and c.claim("t", "f" * 64)
+    assert c.close_stale(now=time.time() + 10) == 0
+    assert sorted(p.name for p in c.claims.iterdir()) == ["s", "t"]
+    c.close_stale(now=time.time() + 7 * 3600)
+    assert not any(c.claims.iterdir())
+    assert c.claim("s", "f" * 64)  # pruned: the directory comes back
+
+
+def test_private_dirs_survive_a_parent_removed_meanwhile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Two hook directories run one end event at once: one removes the session's state while the
-    # other is claiming. Seen in the Cline e2e test as FileNotFoundError in hooks.log.
-    c = Capture(tmp_path / "spool")
-    gone = c.session_dir("s")
-    remove_tree(gone)
-    monkeypatch.setattr(c, "session_dir", lambda _sid: gone)  # checked before the removal
-    assert c.claim("s", "f" * 64) and not c.claim("s", "f" * 64)
+    # A twin hook may remove a session directory between the check and the mkdir of its child.
+    from mimir_core import spool
+
+    real = Path.mkdir
+    raced: list[Path] = []
+
+    def mkdir(self: Path, *args: Any, **kwargs: Any) -> None:
+        if self.name == "seen" and not raced:
+            raced.append(self)
+            remove_tree(self.parent)  # the twin's removal lands right now
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    target = tmp_path / "a" / "session" / "seen"
+    spool.ensure_private_dir(target)
+    assert raced and target.is_dir() and (target.parent.stat().st_mode & 0o777) == 0o700
