@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import EmbedderMismatchError, SchemaVersionError, StoreError
 from .locking import FileLock
-from .text import context_text, fts_text
+from .text import context_text, fts_groups, fts_text
 from .types import Experience
 
 Row = dict[str, Any]
@@ -116,6 +116,17 @@ def null_columns(where: str) -> list[str] | None:
             return None
         columns.append(test.group(1))
     return columns
+
+
+def _grouped_query(text: str, column: str) -> Any:
+    """The full-text query of ``text`` over ``column``: any of :func:`~mimir_core.text.fts_groups`
+    with all its terms (``None`` when there is nothing to search for)."""
+    from lance.query import BooleanQuery, FullTextOperator, MatchQuery, Occur
+
+    groups = [MatchQuery(g, column, operator=FullTextOperator.AND) for g in fts_groups(text)]
+    if len(groups) < 2:
+        return groups[0] if groups else None
+    return BooleanQuery([(Occur.SHOULD, g) for g in groups])
 
 
 def arrow_rows(table: pa.Table) -> list[dict[str, Any]]:
@@ -642,13 +653,13 @@ class Store:
             return []
 
         def run(n: int, filt: str | None, prefilter: bool, extra: Sequence[str]) -> list[Row]:
-            fts = {"query": query_text, "columns": ["text"]}
             cols = list(dict.fromkeys([*columns, *extra, "_score"]))
             return self._read(name, cols, filt, prefilter, fts=fts, limit=n)
 
         try:
             if name in SEARCHED:
-                return self._filtered(run, where, limit)
+                fts = _grouped_query(text, "text")
+                return self._filtered(run, where, limit) if fts is not None else []
             q = self.table(name).search(query_text, query_type="fts", fts_columns="text")
             q = q.select([*columns, "_score"]).limit(limit)
             return list((q.where(where, prefilter=True) if where else q).to_list())
@@ -703,7 +714,7 @@ class Store:
         prefilter: bool,
         *,
         nearest: dict[str, Any] | None = None,
-        fts: dict[str, Any] | None = None,
+        fts: Any = None,
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
         """A search through pylance directly, for the hot read paths (recall, recommend).

@@ -203,6 +203,25 @@ def query_terms(text: str) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(idents)), list(dict.fromkeys(words))
 
 
+def fts_groups(text: str) -> list[str]:
+    """The full-text query for ``text``: groups of terms, each of which a row must contain in
+    full to match; a row matching any group is a candidate.
+
+    Each identifier is a group (a path's every part), and the content words are one group.
+    Recall keeps a row that the vector search did not bring only when it holds an identifier of
+    the query or every content word of it (:class:`~mimir_core.recall.RecallTuning`), so rows
+    sharing a few words are left to the vector search, which ranks them better; and the index
+    is spared the long posting lists of common words, which were most of its cost.
+    """
+    idents, words = query_terms(text)
+    groups: dict[frozenset[str], str] = {}
+    for group in [*idents, " ".join(words)]:
+        terms = frozenset(word_set(group))
+        if terms and terms not in groups:  # "src/app/main.py" alone: one group, not two
+            groups[terms] = " ".join(fts_text(group).split())
+    return list(groups.values())
+
+
 def word_set(text: str) -> set[str]:
     """The lowercased words of a text (CJK characters count as words)."""
     return {w.lower() for w in _WORD.findall(fts_text(text))}
