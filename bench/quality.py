@@ -3,6 +3,7 @@
     python -m bench.quality            # metrics and gates with the real offline embedder
     python -m bench.quality --tune     # grid-search recall / recommend thresholds
     python -m bench.quality --json out.json
+    python -m bench.quality --distractors 20000   # the set among realistic other experiences
 
 Gates (also asserted in the test suite): paraphrase hit@5 >= 0.90, identifier hit@1 >= 0.95,
 abstention on >= 90% of unanswerable queries, recommend accuracy >= 0.85 on paraphrased tasks.
@@ -58,6 +59,17 @@ def build_store(
     stored = m.record_many(items)
     id_map = {s.id: e["id"] for s, e in zip(stored, data["experiences"], strict=True)}
     return m, id_map
+
+
+def add_distractors(m: Mimir, n: int, seed: int = 5) -> None:
+    """``n`` other coding-agent experiences (``bench.synthetic``), embedded with the store's
+    model: a labelled target must now win against crowds of near neighbours. Some of them may
+    truly answer an "unanswerable" query or a recommend case, so only the hit metrics keep
+    their meaning."""
+    from bench.synthetic import make_experiences
+
+    for start in range(0, n, 2000):
+        m.record_many(make_experiences(min(2000, n - start), seed, start))
 
 
 def evaluate(m: Mimir, data: dict[str, Any], id_map: dict[str, str]) -> dict[str, Any]:
@@ -204,11 +216,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the metrics here")
     parser.add_argument("--embedder", default="fastembed")
     parser.add_argument("--show-misses", action="store_true")
+    parser.add_argument("--distractors", type=int, default=0, metavar="N")
     args = parser.parse_args(argv)
     data = load()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         m, id_map = build_store(data, Path(tmp), args.embedder)
+        add_distractors(m, args.distractors)
         build_s = time.perf_counter() - t0
         if args.tune:
             tune(m, data, id_map)
