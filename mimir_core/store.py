@@ -756,7 +756,9 @@ class Store:
         prefiltered; a where clause that lost rows that way (a selective filter, not just a small
         table) goes straight to the prefilter next time. A where clause of ``IS NULL`` tests
         only (the default: live experiences) is post-filtered here, on the columns it names:
-        LanceDB's own post-filter adds ~0.6 ms to every search.
+        LanceDB's own post-filter adds ~0.6 ms to every search. When that search returned fewer
+        rows than asked, it ran out of matches (a rare identifier): the rows that pass are then
+        the whole answer, and the prefilter is not run.
         """
         if not where:
             return run(limit, None, False, ())
@@ -764,11 +766,14 @@ class Store:
             return run(limit, where, True, ())
         wanted = limit + max(4, limit // 10)
         nulls = null_columns(where)
+        complete = False
         if nulls is None:
             rows = run(wanted, where, False, ())
         else:
-            rows = [r for r in run(wanted, None, False, nulls) if all(r[c] is None for c in nulls)]
-        if len(rows) >= limit:
+            raw = run(wanted, None, False, nulls)
+            rows = [r for r in raw if all(r[c] is None for c in nulls)]
+            complete = len(raw) < wanted
+        if len(rows) >= limit or complete:
             return rows[:limit]
         found = run(limit, where, True, ())
         if len(found) > len(rows):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -125,6 +126,31 @@ def test_bulk_writes_keep_the_indexes_current_without_a_compaction(
     hits = m.recall("migrate table 321 of the ledger", k=1)
     assert hits and hits[0].experience.action == "alembic upgrade r6"
     m.close()
+
+
+def test_a_search_that_ran_out_of_matches_skips_the_prefilter(
+    hash_mimir: Mimir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A rare identifier matches a few rows: the post-filtered search returns fewer rows than
+    # asked, and every match is among them. Running it again prefiltered cost ~40 ms at 1M rows.
+    store = hash_mimir.store
+    for i in range(30):
+        hash_mimir.record(f"tune the cache of service {i}", f"set ttl {i}", "success")
+    old = hash_mimir.record("signup fails with E11000", "drop the index", "failure")
+    new = hash_mimir.record("signup still fails with E11000", "upsert on email", "success")
+    hash_mimir.supersede(old.id, new.id)
+    prefiltered: list[bool] = []
+    real = store._read
+
+    def read(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        prefiltered.append(args[3])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "_read", read)
+    where = "superseded_by IS NULL"
+    rows = store.text_search(store_mod.EXPERIENCES, "E11000", where=where, limit=20, columns=["id"])
+    assert [r["id"] for r in rows] == [new.id] and prefiltered == [False]
+    assert [h.experience.id for h in hash_mimir.recall("E11000", k=5)] == [new.id]
 
 
 def test_null_columns_reads_only_is_null_tests() -> None:
