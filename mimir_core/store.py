@@ -658,7 +658,7 @@ class Store:
 
         try:
             if name in SEARCHED:
-                fts = _grouped_query(text, "text")
+                fts = _grouped_query(text, "text")  # read by ``run``
                 return self._filtered(run, where, limit) if fts is not None else []
             q = self.table(name).search(query_text, query_type="fts", fts_columns="text")
             q = q.select([*columns, "_score"]).limit(limit)
@@ -785,8 +785,9 @@ class Store:
     # -- upkeep --------------------------------------------------------------------------------
 
     def _has_vector_index(self, name: str) -> bool:
+        """Read from the dataset's manifest (~0.01 ms; LanceDB's ``list_indices`` ~0.4 ms)."""
         return any(
-            getattr(i, "columns", None) == ["vector"] for i in self.table(name).list_indices()
+            list(i.field_names) == ["vector"] for i in self._dataset(name).describe_indices()
         )
 
     def fragments(self, name: str) -> int:
@@ -817,8 +818,7 @@ class Store:
         if not indexes:
             return False
         rows = int(ds.count_rows())
-        vector = any(list(i.field_names) == ["vector"] for i in indexes)
-        if name in SEARCHED and rows >= INDEX_ROWS and not vector:
+        if name in SEARCHED and rows >= INDEX_ROWS and not self._has_vector_index(name):
             return True
         return rows - min(int(i.num_rows_indexed) for i in indexes) >= UNINDEXED_ROWS
 
@@ -829,7 +829,7 @@ class Store:
         meanwhile may preempt its rewrite: that is retried a few times, then raised as a
         :class:`StoreError` like any other failure."""
         tbl = self.table(name)
-        if name in (EXPERIENCES, LESSONS) and not self._has_vector_index(name):
+        if name in SEARCHED and not self._has_vector_index(name):
             rows = tbl.count_rows()
             if rows >= INDEX_ROWS:
                 self.build_vector_index(name)
