@@ -265,13 +265,20 @@ def restore_meta(store_dir: str | os.PathLike[str]) -> str | None:
     values = {
         "embed_model": max(set(models), key=models.count),
         "dim": str(vec.list_size),
-        "schema_version": "2" if (root / f"kv{TABLE_SUFFIX}").is_dir() else "1",
+        "schema_version": _schema_of(root, exp),
         "created_at": meta.get("created_at") or "",
     }
     values = {k: v for k, v in values.items() if v and k not in meta}
     rows = pa.table({"key": list(values), "value": list(values.values())})
     lance.write_dataset(rows, str(meta_dir), mode="append")
     return f"table meta: restored {', '.join(f'{k}={v}' for k, v in values.items())}"
+
+
+def _schema_of(root: Path, experiences: Any) -> str:
+    """The schema version a store's tables show (the migrations that have run)."""
+    if "doc" in experiences.schema.names:
+        return "3"
+    return "2" if (root / f"kv{TABLE_SUFFIX}").is_dir() else "1"
 
 
 def backup(paths: list[Path], backups_root: Path) -> Path:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .store import EXPERIENCE_COLUMNS, EXPERIENCES, Store, row_experience
+from .store import DOC, EXPERIENCES, Store, row_experience
 from .text import query_terms, unfts_text, word_set
 from .types import Hit
 
@@ -27,15 +27,11 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-#: What a candidate needs to be scored: its searchable text (task, action, reason and context
-#: values, one column) and the fields ranking uses. LanceDB decodes a whole encoded block per row
-#: and column it returns (each column of ~20 candidates cost ~0.5 ms at 100k rows), so the 16
-#: columns of a full row are read only for the ``k`` hits returned, by row id.
-SCORE_COLUMNS = ["id", "_rowid", "text", "scope", "created_at"]
-#: What a hit reads besides: the rest of its row. Its scope came with the candidate (a scope never
-#: changes): one column fewer to read (in a store written in Lance format 2.2, where a column of
-#: one value costs ~1.5 ms to read from at 1M rows, that is most of the saving).
-HIT_COLUMNS = [c for c in EXPERIENCE_COLUMNS if c != "scope"]
+#: What a candidate is read with: its document (every field of the experience, one column, so a
+#: hit needs no second read), its searchable text (task, action, reason and context values) and
+#: ``superseded_by``. ``_rowid`` finds a row written without a document (see
+#: :meth:`Store.expand_docs`).
+CANDIDATE_COLUMNS = ["_rowid", DOC, "text", "superseded_by"]
 
 _POOL: Any = None
 
@@ -97,16 +93,20 @@ def decay_factor(created_at: float, now: float, half_life_days: float | None) ->
 
 def text_candidates(store: Store, query: str, *, where: str | None, limit: int) -> list[Any]:
     """Full-text (BM25) candidates, with the columns scoring needs and their task vectors."""
-    return store.text_search(
-        EXPERIENCES, query, where=where, limit=limit, columns=[*SCORE_COLUMNS, "vector"]
+    rows = store.text_search(
+        EXPERIENCES, query, where=where, limit=limit, columns=[*CANDIDATE_COLUMNS, "vector"]
     )
+    return store.expand_docs(rows)
 
 
 def vector_candidates(
     store: Store, qvec: npt.NDArray[np.float32], *, where: str | None, limit: int
 ) -> list[dict[str, Any]]:
     """Nearest candidates by cosine, with the columns scoring needs."""
-    return store.vector_search(EXPERIENCES, qvec, where=where, limit=limit, columns=SCORE_COLUMNS)
+    rows = store.vector_search(
+        EXPERIENCES, qvec, where=where, limit=limit, columns=CANDIDATE_COLUMNS
+    )
+    return store.expand_docs(rows)
 
 
 def gather(
@@ -222,25 +222,13 @@ def recall(
             score *= tuning.other_scope_factor
         ranked.append((score, cand))
     ranked.sort(key=lambda sc: (-sc[0], sc[1].row["id"]))
-    top = ranked[:k]
-    ids = [c.row["id"] for _s, c in top]
-    row_ids = [c.row.get("_rowid") for _s, c in top]
-    versions = {c.row.get("_version") for _s, c in top}
-    version = versions.pop() if len(versions) == 1 else None
-    if version is None or None in row_ids:  # candidates read at different versions
-        got = store.rows_by_id(EXPERIENCES, ids, HIT_COLUMNS)
-    else:
-        rids = [int(r) for r in row_ids if r is not None]
-        got = store.rows_by_id(EXPERIENCES, ids, HIT_COLUMNS, rids, int(version))
-    full = {r["id"]: r for r in got}
     return [
         Hit(
-            experience=row_experience({**full[c.row["id"]], "scope": c.row.get("scope")}),
+            experience=row_experience(c.row),
             score=round(s, 6),
             similarity=round(c.similarity, 6),
             matched_terms=list(c.matched),
             why=explain(c),
         )
-        for s, c in top
-        if c.row["id"] in full  # forgotten since the search: gone
+        for s, c in ranked[:k]
     ]

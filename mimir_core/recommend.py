@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from .actions import command_signature
 from .beta import jeffreys_lower_bound
 from .recall import decay_factor
-from .store import EXPERIENCES, Store
+from .store import DOC, EXPERIENCES, Store
 from .types import Alternative, Recommendation
 
 if TYPE_CHECKING:
@@ -361,10 +361,11 @@ def recommend(
     tuning: RecommendTuning = DEFAULT_TUNING,
 ) -> Recommendation | None:
     """The best-supported action for ``task``, or ``None`` without usable on-topic evidence."""
-    cols = ["id", "action", "outcome", "score", "created_at", "scope", "action_vector"]
+    cols = ["_rowid", DOC, "action_vector"]  # the document holds action, outcome, score, ...
     rows = store.vector_search(
         EXPERIENCES, qvec, where=where, limit=tuning.candidates, columns=cols
     )
+    rows = store.expand_docs(rows)
     ts_now = now.timestamp()
     best_sim = max((1.0 - float(r["_distance"]) for r in rows), default=0.0)
     floor = max(tuning.topic_threshold, best_sim - tuning.topic_margin)

@@ -26,6 +26,7 @@ from mimir_core import Mimir, spool
 from mimir_core import store as store_mod
 from mimir_core.doctor import repair, run_checks
 from mimir_core.errors import SchemaVersionError, StoreError
+from mimir_core.integrity import read_meta
 
 MIMIR = str(Path(sys.executable).parent / "mimir")
 FAILURE = {
@@ -279,6 +280,9 @@ def test_damaged_table_is_named_diagnosed_and_rolled_back(home: Path, damage: st
     report = repair(m)
     assert not report["problems"], report
     assert any(f"table {table}: " in a for a in report["actions"]), report
+    assert read_meta(home / "store")["schema_version"] == str(store_mod.SCHEMA_VERSION)
+    if table == "meta":  # the lost version is read off the tables, not guessed
+        assert any(f"schema_version={store_mod.SCHEMA_VERSION}" in a for a in report["actions"])
     backup = Path(report["backup"])
     assert stat.S_IMODE(backup.stat().st_mode) == 0o700
     assert (backup / "store" / f"{table}.lance").is_dir()

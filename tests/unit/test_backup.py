@@ -146,7 +146,7 @@ def test_round_trip_is_identical_and_keeps_lessons_verified(
     assert report.counts == {"experience": 3, "lesson": 3, "audit": 8, "kv": 3}
     assert stat.S_IMODE(first.stat().st_mode) == 0o600
     head = header(first)
-    assert (head["format"], head["version"], head["schema"]) == ("mimir-export", 1, 2)
+    assert (head["format"], head["version"], head["schema"]) == ("mimir-export", 1, 3)
     assert head["embedder"] == {"name": "hash-v1", "dim": 384}
 
     dest = new_mimir(tmp_path / "dest")

@@ -1,17 +1,20 @@
-"""The recall read path: narrow candidate reads, full rows for the hits only, and the full-text
-search running while the query is embedded."""
+"""The recall read path: candidates read with their whole experience as one document column (and
+rows written without one), and the full-text search running while the query is embedded."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from mimir_core import Mimir
+from mimir_core import store as store_mod
 from mimir_core.errors import EmbedderUnavailableError
 from mimir_core.recall import recall
-from mimir_core.store import EXPERIENCE_COLUMNS, EXPERIENCES
+from mimir_core.store import DOC, EXPERIENCE_COLUMNS, EXPERIENCES
 
 TASKS = [
     ("Fix the flaky login test in auth/session.py", "pin the clock in the fixture"),
@@ -30,27 +33,71 @@ def _fill(m: Mimir) -> list[str]:
     ]
 
 
-def test_rows_by_id_survive_rows_moved_by_a_compaction(hash_mimir: Mimir) -> None:
+def _strip_docs(m: Mimir) -> None:
+    """Make the store what schema 2 wrote: no ``doc`` column."""
+    ds = m.store.table(EXPERIENCES).to_lance()
+    ds.drop_columns([DOC])
+    m.store._datasets.clear()
+
+
+def test_hits_and_recommendations_are_whole_experiences_read_from_one_column(
+    hash_mimir: Mimir,
+) -> None:
+    ids = _fill(hash_mimir)
+    hash_mimir.supersede(ids[0], ids[1])
+    store = hash_mimir.store
+    row = store.select(EXPERIENCES, f"id = '{ids[2]}'", [DOC, *EXPERIENCE_COLUMNS])[0]
+    assert set(json.loads(row[DOC])) == set(EXPERIENCE_COLUMNS) - {"superseded_by"}
+    hits = hash_mimir.recall("flaky login test auth/session.py", k=6, include_superseded=True)
+    assert hits and all(h.experience == hash_mimir.get(h.experience.id) for h in hits)
+    assert {h.experience.id: h.experience.superseded_by for h in hits}.get(ids[0]) == ids[1]
+    rec = hash_mimir.recommend("Repair the broken docker build on ARM")
+    assert rec is not None and rec.action == "use the multi-arch base image"
+
+
+def test_a_schema_2_store_gets_its_documents_and_keeps_its_indexes(home: Path) -> None:
+    m = Mimir(home, embedder="hash")
+    ids = _fill(m)
+    before = {i: m.get(i) for i in ids}
+    _strip_docs(m)
+    m.store.set_meta({"schema_version": "2"})
+    indexes = sorted(str(i.columns) for i in m.store.table(EXPERIENCES).list_indices())
+    m.close()
+
+    reopened = Mimir(home, embedder="hash")
+    assert reopened.stats().schema_version == store_mod.SCHEMA_VERSION == 3
+    table = reopened.store.table(EXPERIENCES)
+    assert sorted(str(i.columns) for i in table.list_indices()) == indexes
+    rows = reopened.store.select(EXPERIENCES, None, [DOC, "id"])
+    assert len(rows) == len(ids) and all(r[DOC] for r in rows)
+    hits = reopened.recall("duplicate key E11000 at signup", k=3)
+    assert hits[0].experience == before[hits[0].experience.id]
+    reopened.close()
+
+
+def test_a_row_written_without_a_document_is_read_from_its_columns(hash_mimir: Mimir) -> None:
+    """As a Mimir older than schema 3, still running, writes it (also after a compaction moved
+    the rows the search found: read at the version it was found in)."""
     ids = _fill(hash_mimir)
     store = hash_mimir.store
-    qvec = hash_mimir.embedder.embed_one("docker build ARM")
-    found = store.vector_search(
-        EXPERIENCES, qvec, where=None, limit=len(ids), columns=["id", "_rowid"]
-    )
-    want = [r["id"] for r in found]
-    row_ids = [int(r["_rowid"]) for r in found]
-    version = found[0]["_version"]
-    fresh = store.rows_by_id(EXPERIENCES, want, EXPERIENCE_COLUMNS, row_ids, version)
-    assert [r["id"] for r in fresh] == want
-    assert all(r["task"] and r["action"] for r in fresh)
+    rows = store.select(EXPERIENCES, None, [*EXPERIENCE_COLUMNS, "text", "vector", "action_vector"])
+    store.delete(EXPERIENCES, "true")
+    store.append(EXPERIENCES, [{k: v for k, v in r.items()} for r in rows])  # no doc
+    assert not any(r[DOC] for r in store.select(EXPERIENCES, None, [DOC]))
+    hits = hash_mimir.recall("Stop the E11000 duplicate key error on signup", k=2)
+    assert hits[0].experience.id == ids[3] and hits[0].experience == hash_mimir.get(ids[3])
 
-    hash_mimir.forget(want[0])  # rewrites the fragments: the old row ids point elsewhere now
-    stale = store.rows_by_id(EXPERIENCES, want[1:], EXPERIENCE_COLUMNS, row_ids[1:], version)
-    assert sorted(r["id"] for r in stale) == sorted(want[1:])
-    by_id = {r["id"]: r for r in fresh}
-    for row in stale:
-        assert row["task"] == by_id[row["id"]]["task"]
-        assert row["context"] == by_id[row["id"]]["context"]
+    qvec = hash_mimir.embedder.embed_one("docker build ARM")
+    cols = ["_rowid", DOC, "superseded_by"]
+    found = store.vector_search(EXPERIENCES, qvec, where=None, limit=6, columns=cols)
+    store.delete(EXPERIENCES, f"id = '{ids[0]}'")
+    store.optimize(EXPERIENCES)  # rewrites the fragment: the row ids found point elsewhere now
+    expanded = store.expand_docs([dict(r) for r in found])
+    assert sorted(r["id"] for r in expanded) == sorted(ids)  # as the search saw the table
+    for r in expanded:
+        assert json.loads(r["context"])["file"] == f"src/mod_{ids.index(r['id'])}.py"
+    hash_mimir.forget(ids[1])  # a privacy delete drops the old versions: nothing read from them
+    assert store.expand_docs([dict(r) for r in found]) == []
 
 
 def test_recall_with_a_lazy_query_vector_matches_an_eager_one(hash_mimir: Mimir) -> None:
