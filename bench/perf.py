@@ -20,10 +20,10 @@ What is measured
 * **Recall** p50/p95 (``Mimir.recall(query, k=5)``) at each size, **including the real MiniLM
   query embedding** (a fresh query text each time, so the query cache never hits); target p95
   <= 15 ms at 100k and <= 30 ms at 1M.
-* **ANN recall@10** of the vector search the store runs (``Store.vector_search``: the IVF_RQ
-  index with its refine step, the same prefilter as ``recall``) against exact numpy top-10, at
-  every size that has an index (target >= 0.95 at 1M). Also the share of the exact top-10 found
-  among the 40 vector candidates ``recall`` gathers.
+* **ANN recall@10** of the vector search the store runs (``Store.vector_search``: the IVF_SQ
+  index, its rows given exact distances, the same prefilter as ``recall``) against exact numpy
+  top-10, at every size that has an index (target >= 0.95 at 1M). Also the share of the exact
+  top-10 found among the 40 vector candidates ``recall`` gathers.
 * **Recommend** p50/p95 (``Mimir.recommend(task)``, query embedding included); target p95 <= 25
   ms at 100k.
 * **Baselines** in the same rounds: numpy brute-force cosine top-10 over the same vectors in RAM
@@ -190,7 +190,8 @@ def cache_key(n: int, seed: int, load: str) -> str:
     parts = [size_label(n), f"seed{seed}", load, f"schema{store.SCHEMA_VERSION}"]
     parts.append(f"file{store.DATA_STORAGE_VERSION}")
     lancedb = versions(("lancedb",))["lancedb"]
-    parts += [f"idx{store.INDEX_ROWS}-{store.INDEX_PARTITION_ROWS}", f"lancedb{lancedb}"]
+    index = f"idx{store.INDEX_ROWS}-{store.INDEX_PARTITION_ROWS}-{store.VECTOR_INDEX}"
+    parts += [index, f"lancedb{lancedb}"]
     return "-".join(parts)
 
 
@@ -452,6 +453,7 @@ def ann_recall(
         cand.append(len(truth & {r["id"] for r in got}) / 10)
     return {
         "indexed": store._has_vector_index(EXPERIENCES),
+        "index": store._vector_index_type(EXPERIENCES),
         "recall@10": round(float(np.mean(strict)), 4),
         "recall@10_min": round(float(np.min(strict)), 2),
         f"top10_in_{candidates}_candidates": round(float(np.mean(cand)), 4),
@@ -850,9 +852,7 @@ def render(result: dict[str, Any]) -> str:
     lines.append(
         "| ANN recall@10 vs exact (indexed?) | "
         + " | ".join(
-            f"{ann[s]['recall@10']:.3f} ({'IVF_RQ' if ann[s]['indexed'] else 'flat'})"
-            if s in ann
-            else "-"
+            f"{ann[s]['recall@10']:.3f} ({ann[s].get('index') or 'flat'})" if s in ann else "-"
             for s in sizes
         )
         + " |"

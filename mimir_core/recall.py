@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .store import DOC, EXPERIENCES, Store, row_experience
-from .text import query_terms, unfts_text, word_set
+from .store import DOC, EXPERIENCES, Store, row_experience, row_text
+from .text import query_terms, word_set
 from .types import Hit
 
 if TYPE_CHECKING:
@@ -28,10 +28,9 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 #: What a candidate is read with: its document (every field of the experience, one column, so a
-#: hit needs no second read), its searchable text (task, action, reason and context values) and
-#: ``superseded_by``. ``_rowid`` finds a row written without a document (see
-#: :meth:`Store.expand_docs`).
-CANDIDATE_COLUMNS = ["_rowid", DOC, "text", "superseded_by"]
+#: hit needs no second read; its searchable text is made from it) and ``superseded_by``.
+#: ``_rowid`` finds a row written without a document (see :meth:`Store.expand_docs`).
+CANDIDATE_COLUMNS = ["_rowid", DOC, "superseded_by"]
 
 _POOL: Any = None
 
@@ -146,7 +145,7 @@ def score_candidates(
     idents, words = query_terms(query)
     kept: list[tuple[float, Candidate]] = []
     for cand in cands:
-        text = unfts_text(str(cand.row.get("text") or "")).lower()
+        text = row_text(cand.row).lower()
         matched_idents = [i for i in idents if i in text]
         doc_words = word_set(text)
         matched_words = [w for w in words if w in doc_words]

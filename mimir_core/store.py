@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import struct
@@ -66,14 +67,22 @@ INDEX_ROWS = 10_000
 #: defaults to ~8k rows: 7 partitions at 100k, 116 at 1M, so 40 probes scanned all of them at
 #: 100k and a third of the table at 1M).
 INDEX_PARTITION_ROWS = 1000
-#: IVF partitions probed per query (~4% of a 1M-row table at INDEX_PARTITION_ROWS). On 100k real
-#: MiniLM task vectors split into 1,000 partitions (a 1M store's count), 40 probes find 0.988 of
-#: the exact top 10 (80: 0.995); with 100 partitions, 0.998.
-NPROBES = 40
-#: Candidates re-ranked with exact distances after the 1-bit RaBitQ scan: at least this many, and
-#: at least twice the limit (the exact re-rank reads each vector). On 30k real MiniLM task vectors
-#: a limit of 24 re-ranked x3 finds 0.9993 of the exact top 10 and 0.997 of the top 24 (x5: 0.9997
-#: and 0.9999 for ~0.5 ms more; no re-rank: 0.80).
+#: IVF partitions probed per query: 3% of them (:data:`PROBE_SHARE`), and at least
+#: :data:`MIN_PROBES`. Measured on 100k real MiniLM task vectors (IVF_SQ, the rows found given
+#: exact distances), the share of the exact top 10 found: 0.992 with 20 probes of 100 partitions
+#: (a 100k store; 40 probes: 0.998 for ~1.4 ms more), 0.992 with 30 probes of 1,000 partitions
+#: (a 1M store's count, each partition then spanning more of the space than at 1M; 20: 0.969).
+MIN_PROBES = 20
+PROBE_SHARE = 0.03
+#: The vector index: IVF with 8-bit scalar quantization. Its codes rank rows nearly as exactly as
+#: the vectors do (cosine within ~0.002), so no re-rank pass is needed: the rows found are read
+#: with their vectors and given exact distances (:func:`exact_order`). The 1-bit IVF_RQ index of
+#: stores made before needed LanceDB's re-rank of 3x the rows, which read each one's vector again
+#: (~2.3 of the ~6 ms a 100k-row search took); upkeep rebuilds it as IVF_SQ.
+VECTOR_INDEX = "IVF_SQ"
+#: Candidates LanceDB re-ranks after the scan of an older IVF_RQ index: at least this many, and
+#: at least twice the limit (on 30k real MiniLM task vectors, 3x a limit of 24 finds 0.9993 of the
+#: exact top 10; no re-rank: 0.80).
 REFINE_ROWS = 64
 #: Key columns of the experiences table given a BTREE index at ``INDEX_ROWS`` rows and up.
 KEY_COLUMNS = ("id", "idem_key")
@@ -85,6 +94,11 @@ SEARCHED = frozenset({EXPERIENCES, LESSONS})
 DATA_STORAGE_VERSION = "2.1"
 #: Tries of a compaction that concurrent writes keep preempting.
 OPTIMIZE_ATTEMPTS = 3
+#: The vector index is trained again (new centroids) once its table has grown this many times
+#: since it was trained: LanceDB puts new rows in the old partitions, splitting only the largest.
+RETRAIN_GROWTH = 2.0
+#: Meta key of the row count a table's vector index was trained on.
+TRAINED_KEY = "vector_index_rows:{}"
 #: Versions older than this are removed after compaction (readers always use the latest).
 CLEANUP_AFTER = timedelta(minutes=5)
 
@@ -151,6 +165,47 @@ def arrow_rows(table: pa.Table) -> list[dict[str, Any]]:
         flat = table.column(col).combine_chunks().flatten().to_numpy(zero_copy_only=False)
         for row, vec in zip(rows, flat.reshape(len(rows), -1), strict=True):
             row[col] = vec
+    return rows
+
+
+def probes(indexed_rows: int) -> int:
+    """IVF partitions to probe in a vector index over ``indexed_rows`` rows: :data:`PROBE_SHARE`
+    of its partitions (~one per :data:`INDEX_PARTITION_ROWS` rows), at least :data:`MIN_PROBES`."""
+    return max(MIN_PROBES, math.ceil(PROBE_SHARE * indexed_rows / INDEX_PARTITION_ROWS))
+
+
+def _retried(step: Callable[[], Any]) -> Any:
+    """``step()``, tried again when a concurrent commit preempted it (each try starts from the
+    latest version: ``read_consistency_interval=0``)."""
+    for attempt in range(OPTIMIZE_ATTEMPTS):
+        try:
+            return step()
+        except Exception as exc:
+            if "commit conflict" not in str(exc) or attempt + 1 == OPTIMIZE_ATTEMPTS:
+                raise
+    return None  # pragma: no cover - the loop returns or raises
+
+
+def exact_order(
+    rows: list[Row], query: npt.NDArray[np.float32], column: str, *, keep: bool
+) -> list[Row]:
+    """``rows`` (each with its vector in ``column``) given their exact cosine distance to
+    ``query`` as ``_distance``, nearest first (in place; ``column`` dropped unless ``keep``).
+
+    The quantized index's own distances are approximate, and on another scale than the exact
+    ones LanceDB gives the rows it scans without the index (2 - 2 cos against 1 - cos)."""
+    import numpy as np
+
+    if not rows:
+        return rows
+    mat = np.stack([np.asarray(r[column], dtype=np.float32) for r in rows])
+    norms = np.linalg.norm(mat, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
+    dist = 1.0 - (mat @ np.asarray(query, dtype=np.float32)) / np.maximum(norms, 1e-12)
+    for row, d in zip(rows, dist.tolist(), strict=True):
+        row["_distance"] = d
+        if not keep:
+            del row[column]
+    rows.sort(key=lambda r: float(r["_distance"]))  # stable: LanceDB's order breaks ties
     return rows
 
 
@@ -259,11 +314,24 @@ def _float32(value: float) -> float:
     return float(struct.unpack("f", struct.pack("f", value))[0])
 
 
+def searchable_text(task: str, action: str, reason: str, context: dict[str, Any]) -> str:
+    """An experience's searchable text: task, action, reason and the context's values (the
+    ``text`` column holds it as :func:`~mimir_core.text.fts_text` gives it)."""
+    return " \n".join(p for p in (task, action, reason, context_text(context)) if p)
+
+
+def row_text(row: Row) -> str:
+    """:func:`searchable_text` of an experience row (or document): ~4 us, where reading the
+    ``text`` column with a search's rows costs ~20 us a row."""
+    context = json.loads(row.get("context") or "{}")
+    return searchable_text(row["task"], row["action"], row.get("reason") or "", context)
+
+
 def experience_row(
     exp: Experience, vector: Sequence[float], action_vector: Sequence[float]
 ) -> dict[str, Any]:
     """The table row of an experience."""
-    text = " \n".join(p for p in (exp.task, exp.action, exp.reason, context_text(exp.context)) if p)
+    text = searchable_text(exp.task, exp.action, exp.reason, exp.context)
     row: dict[str, Any] = {
         "id": exp.id,
         "idem_key": exp.idempotency_key or exp.id,
@@ -660,12 +728,18 @@ class Store:
             q = q.distance_type("cosine").limit(limit).select([*columns, "_distance"])
             return list((q.where(where, prefilter=True) if where else q).to_list())
 
+        indexed = column == "vector"  # the indexed column; harmless without an index (exact scan)
+
         def run(n: int, filt: str | None, prefilter: bool, extra: Sequence[str]) -> list[Row]:
             nearest: dict[str, Any] = {"column": column, "q": vector, "k": n, "metric": "cosine"}
-            if column == "vector":  # the indexed column; harmless without an index (exact scan)
-                nearest.update(nprobes=NPROBES, refine_factor=max(2, -(-REFINE_ROWS // n)))
-            cols = list(dict.fromkeys([*columns, *extra, "_distance"]))
-            return self._read(name, cols, filt, prefilter, nearest=nearest)
+            if indexed:
+                kind, indexed_rows = self._vector_index(name)
+                nearest["nprobes"] = probes(indexed_rows)
+                if kind == "IVF_RQ":  # an older store's 1-bit codes
+                    nearest["refine_factor"] = max(2, -(-REFINE_ROWS // n))
+            cols = list(dict.fromkeys([*columns, *extra, "_distance", column]))
+            rows = self._read(name, cols, filt, prefilter, nearest=nearest)
+            return exact_order(rows, vector, column, keep=column in columns) if indexed else rows
 
         return self._filtered(run, where, limit)
 
@@ -821,9 +895,18 @@ class Store:
 
     def _has_vector_index(self, name: str) -> bool:
         """Read from the dataset's manifest (~0.01 ms; LanceDB's ``list_indices`` ~0.4 ms)."""
-        return any(
-            list(i.field_names) == ["vector"] for i in self._dataset(name).describe_indices()
-        )
+        return self._vector_index_type(name) is not None
+
+    def _vector_index_type(self, name: str) -> str | None:
+        """The type of the table's vector index (``IVF_SQ``, ``IVF_RQ``), ``None`` without one."""
+        return self._vector_index(name)[0]
+
+    def _vector_index(self, name: str) -> tuple[str | None, int]:
+        """(type, rows indexed) of the table's vector index; ``(None, 0)`` without one."""
+        for index in self._dataset(name).describe_indices():
+            if list(index.field_names) == ["vector"]:
+                return str(index.index_type), int(index.num_rows_indexed)
+        return None, 0
 
     def fragments(self, name: str) -> int:
         """How many data fragments the table has (each small append adds one)."""
@@ -853,8 +936,9 @@ class Store:
         if not indexes:
             return False
         rows = int(ds.count_rows())
-        if name in SEARCHED and rows >= INDEX_ROWS and not self._has_vector_index(name):
-            return True
+        current = self._vector_index_type(name) == VECTOR_INDEX
+        if name in SEARCHED and rows >= INDEX_ROWS and not current:
+            return True  # none yet, or an older store's IVF_RQ
         return rows - min(int(i.num_rows_indexed) for i in indexes) >= UNINDEXED_ROWS
 
     def optimize(self, name: str, *, cleanup_older_than: timedelta = CLEANUP_AFTER) -> None:
@@ -864,21 +948,41 @@ class Store:
         meanwhile may preempt its rewrite: that is retried a few times, then raised as a
         :class:`StoreError` like any other failure."""
         tbl = self.table(name)
-        if name in SEARCHED and not self._has_vector_index(name):
+        if name in SEARCHED and self._vector_index_type(name) != VECTOR_INDEX:
             rows = tbl.count_rows()
             if rows >= INDEX_ROWS:
                 self.build_vector_index(name)
         if name == EXPERIENCES:
             self._ensure_key_indexes(name)
         with self._write_errors(name):
-            for attempt in range(OPTIMIZE_ATTEMPTS):
-                try:
-                    tbl.optimize(cleanup_older_than=cleanup_older_than)
-                    return
-                except Exception as exc:
-                    # a retry starts from the latest version (read_consistency_interval=0)
-                    if "commit conflict" not in str(exc) or attempt + 1 == OPTIMIZE_ATTEMPTS:
-                        raise
+            _retried(lambda: tbl.optimize(cleanup_older_than=cleanup_older_than))
+            if name in SEARCHED and _retried(lambda: self._merge_vector_index(name)):
+                # the fragments the deltas kept apart can be compacted now
+                _retried(lambda: tbl.optimize(cleanup_older_than=cleanup_older_than))
+
+    def _merge_vector_index(self, name: str) -> bool:
+        """Make the vector index one segment again; ``False`` when it already was.
+
+        LanceDB indexes the rows each upkeep adds as a new delta segment of the vector index,
+        and does not compact fragments that different segments cover. So fragments and segments
+        piled up, one per upkeep, and every search visited each (a search went from 1.6 to 20 ms
+        over 40 upkeeps of 1,000 rows). Merging keeps the partitions; once the table has grown
+        :data:`RETRAIN_GROWTH` times since the index was trained, it is trained again instead,
+        on partitions of :data:`INDEX_PARTITION_ROWS` (LanceDB would only split old ones)."""
+        ds = self._dataset(name)
+        index = next((i for i in ds.describe_indices() if list(i.field_names) == ["vector"]), None)
+        if index is None or len(index.segments) < 2:
+            return False
+        rows = int(ds.count_rows())
+        trained = int(self.meta().get(TRAINED_KEY.format(name)) or rows)
+        if rows >= RETRAIN_GROWTH * trained:
+            ds.optimize.optimize_indices(index_names=[index.name], retrain=True)
+            self.set_meta({TRAINED_KEY.format(name): str(rows)})
+        else:
+            ds.optimize.optimize_indices(
+                index_names=[index.name], num_indices_to_merge=len(index.segments)
+            )
+        return True
 
     def _ensure_key_indexes(self, name: str) -> None:
         """BTREE indexes on the lookup keys of a large table: every write checks its idempotency
@@ -895,15 +999,18 @@ class Store:
                     tbl.create_index(key, config=BTree(), replace=True)
 
     def build_vector_index(self, name: str) -> None:
-        """Build an IVF_RQ cosine index (queried with a refine step: exact-quality top-k)."""
-        from lancedb.index import IvfRq
+        """Build the cosine :data:`VECTOR_INDEX` (replacing an older one)."""
+        from lancedb.index import IvfSq
 
         with self.lock.hold():
-            self.table(name).create_index(
+            tbl = self.table(name)
+            tbl.create_index(
                 "vector",
-                config=IvfRq(distance_type="cosine", target_partition_size=INDEX_PARTITION_ROWS),
+                config=IvfSq(distance_type="cosine", target_partition_size=INDEX_PARTITION_ROWS),
                 replace=True,
             )
+            trained = int(tbl.count_rows())
+        self.set_meta({TRAINED_KEY.format(name): str(trained)})
 
     def purge(self, name: str) -> None:
         """Rewrite fragments with deleted rows and drop every old version (privacy delete)."""

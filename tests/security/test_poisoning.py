@@ -63,12 +63,21 @@ def test_instructions_without_evidence_are_never_admitted(m: Mimir) -> None:
 
 
 def test_an_active_lesson_always_carries_a_passed_gate(m: Mimir) -> None:
-    for _ in range(8):
-        m.record(TASK, "alembic upgrade head && pytest tests/integration", "success")
-    for _ in range(6):
-        m.record(TASK, "pytest tests/integration", "failure", reason=INJECTION)
-    for _ in range(5):
-        m.record(TASK, EVIL, "success", reason=INJECTION)
+    # Keyed experiences have ids made from their keys, so the gate's folds (a hash of the id)
+    # are the same every run: with random ids about one run in 25 admitted nothing.
+    for i in range(8):
+        good = "alembic upgrade head && pytest tests/integration"
+        m.record(TASK, good, "success", idempotency_key=f"good-{i}")
+    for i in range(6):
+        m.record(
+            TASK,
+            "pytest tests/integration",
+            "failure",
+            reason=INJECTION,
+            idempotency_key=f"bad-{i}",
+        )
+    for i in range(5):
+        m.record(TASK, EVIL, "success", reason=INJECTION, idempotency_key=f"evil-{i}")
     m.consolidate()
     lessons = m.list_lessons()
     active = [le for le in lessons if le.status == "active"]

@@ -23,6 +23,7 @@ from mimir_core.embed import (
     prepare_w8a8_dir,
 )
 from mimir_core.errors import ConfigError, EmbedderMismatchError, EmbedderUnavailableError
+from mimir_core.onnx_fuse import fuse
 from mimir_core.onnx_w8a8 import count_ops, w8a8
 
 
@@ -131,10 +132,15 @@ def test_the_protobuf_codec_reproduces_the_model_byte_for_byte() -> None:
 
 def test_the_rewrite_moves_every_weight_product_to_integer_arithmetic() -> None:
     model = _installed_model()
-    out = w8a8(model)
+    out = w8a8(model, fused=False)
     assert count_ops(out, "DynamicQuantizeMatMul") == 36  # Q, K, V, out, up, down x 6 layers
     assert count_ops(out, "MatMul") == count_ops(model, "MatMul") - 36  # attention's own remain
     assert count_ops(out, "Cast") == count_ops(model, "Cast") - 36
+    fused = w8a8(model)
+    assert count_ops(fused, "DynamicQuantizeMatMul") == 36
+    assert count_ops(fused, "MultiHeadAttention") == count_ops(fused, "BiasGelu") == 6
+    assert count_ops(fused, "MatMul") == count_ops(fused, "Softmax") == count_ops(fused, "Erf") == 0
+    assert fuse(fused) == fused and fuse(model[:0]) == b""  # nothing (more) to fuse: unchanged
     assert abs(len(out) - len(model)) < 0.01 * len(model)  # int8 weights stay int8
     with pytest.raises(EmbedderUnavailableError, match="no int8 weight products"):
         w8a8(out)  # nothing left to rewrite
@@ -165,6 +171,36 @@ def test_w8a8_vectors_agree_with_the_float_model(fast_embedder: FastEmbedder) ->
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-3)
     off = ~np.eye(len(texts), dtype=bool)
     assert np.abs((a @ a.T - b @ b.T)[off]).max() < 0.08  # similarities barely move
+
+
+def test_fused_attention_and_gelu_compute_what_the_exported_nodes_did(tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    model = _installed_model()
+    plain, fused = (
+        ort.InferenceSession(w8a8(model, fused=f), providers=["CPUExecutionProvider"])
+        for f in (False, True)
+    )
+    tokenizer = FastEmbedder(tmp_path / "m")._load().model.tokenizer  # type: ignore[attr-defined]
+
+    def feeds(texts: list[str]) -> dict[str, np.ndarray]:
+        enc = tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in enc], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+
+    # A padded batch: one scale per activation tensor either way, so only float rounding
+    # differs, and the padding must stay masked (a wrong head count, scale or mask is far off).
+    batch = feeds(["short text", "a much longer text, with many more tokens than the other one"])
+    a, b = (s.run(None, batch)[0] for s in (plain, fused))
+    real = batch["attention_mask"][..., None].astype(bool)
+    assert np.abs(np.where(real, a - b, 0.0)).max() < 1e-4
+    # One text at a time, as W8A8 embeds: a rounding difference can move a quantization step.
+    texts = ["login times out under load", "部署失败 after the E11000 fix", "x " * 300]
+    for text in texts:
+        one = feeds([text])
+        u, v = (s.run(None, one)[0][0].mean(axis=0) for s in (plain, fused))
+        assert float(u @ v / np.linalg.norm(u) / np.linalg.norm(v)) > 0.99
 
 
 def test_a_w8a8_vector_does_not_depend_on_its_batch(fast_embedder: FastEmbedder) -> None:

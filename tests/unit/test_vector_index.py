@@ -1,0 +1,159 @@
+"""The vector index: IVF_SQ with exact distances, its upkeep over many writes, older indexes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mimir_core import Mimir
+from mimir_core import store as store_mod
+from mimir_core.store import EXPERIENCES, TRAINED_KEY
+
+SERVICES = ["billing", "auth", "search", "ledger", "mailer", "gateway", "reports"]
+
+
+def _fill(m: Mimir, n: int, start: int = 0) -> None:
+    m.record_many(
+        [
+            {
+                "task": f"refactor module {i} of the {SERVICES[i % 7]} service, step {i % 13}",
+                "action": f"run make target-{i % 11}",
+                "outcome": "success",
+            }
+            for i in range(start, start + n)
+        ]
+    )
+
+
+def _vector_index(m: Mimir) -> Any:
+    ds = m.store._dataset(EXPERIENCES)
+    return next(i for i in ds.describe_indices() if list(i.field_names) == ["vector"])
+
+
+@pytest.fixture
+def small_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Index at 300 rows, fold in every 100 rows, partitions of 100 rows."""
+    monkeypatch.setattr(store_mod, "INDEX_ROWS", 300)
+    monkeypatch.setattr(store_mod, "UNINDEXED_ROWS", 100)
+    monkeypatch.setattr(store_mod, "INDEX_PARTITION_ROWS", 100)
+
+
+def test_searches_on_the_quantized_index_give_exact_cosine_distances(
+    home: Path, small_index: None
+) -> None:
+    # The IVF_SQ index's own distances are approximate and on another scale (2 - 2 cos).
+    m = Mimir(home, embedder="hash")
+    _fill(m, 400)
+    m.compact()
+    assert m.store._vector_index_type(EXPERIENCES) == store_mod.VECTOR_INDEX == "IVF_SQ"
+    q = m.embedder.embed(["refactor module 17 of the auth service"])[0]
+    rows = m.store.vector_search(EXPERIENCES, q, where=None, limit=20, columns=["id", "vector"])
+    assert len(rows) == 20
+    for row in rows:
+        vec = np.asarray(row["vector"], dtype=np.float32)
+        cos = float(vec @ q) / float(np.linalg.norm(vec) * np.linalg.norm(q))
+        assert row["_distance"] == pytest.approx(1.0 - cos, abs=1e-5)
+    distances = [r["_distance"] for r in rows]
+    assert distances == sorted(distances)
+    assert distances[:5] == pytest.approx(_exact_top(m, q, 5), abs=1e-5)
+    plain = m.store.vector_search(EXPERIENCES, q, where=None, limit=5, columns=["id"])
+    assert [r["id"] for r in plain] == [r["id"] for r in rows[:5]] and "vector" not in plain[0]
+    m.close()
+
+
+def _exact_top(m: Mimir, q: np.ndarray, k: int) -> list[float]:
+    """The ``k`` smallest exact cosine distances to ``q`` (the hash embedder makes many ties,
+    so rows are compared by distance)."""
+    table = m.store.column(EXPERIENCES, ["vector"])
+    mat = np.stack(table.column("vector").to_numpy(zero_copy_only=False)).astype(np.float32)
+    sims = (mat @ q) / (np.linalg.norm(mat, axis=1) * np.linalg.norm(q))
+    return sorted((1.0 - sims).tolist())[:k]
+
+
+def test_upkeep_keeps_one_index_segment_so_the_table_stays_compact(
+    home: Path, small_index: None
+) -> None:
+    # LanceDB indexed each upkeep's new rows as one more delta segment and would not compact
+    # fragments covered by different segments: both piled up and every search visited each
+    # (1.6 -> 20 ms over 40 upkeeps of 1,000 rows).
+    m = Mimir(home, embedder="hash")
+    for batch in range(12):
+        _fill(m, 100, batch * 100)
+    index = _vector_index(m)
+    ds = m.store._dataset(EXPERIENCES)
+    assert len(index.segments) == 1
+    assert len(ds.get_fragments()) <= 3
+    assert int(index.num_rows_indexed) >= 1_100  # every upkeep folded its rows in
+    hit = m.recall("refactor module 1104 of the reports service, step 12", k=1)[0]
+    assert hit.experience.task.startswith("refactor module 1104 ")
+    m.close()
+
+
+def test_the_index_is_trained_again_once_its_table_has_doubled(
+    home: Path, small_index: None
+) -> None:
+    m = Mimir(home, embedder="hash")
+    _fill(m, 300)
+    m.compact()
+    assert int(m.store.meta()[TRAINED_KEY.format(EXPERIENCES)]) == 300
+    partitions = _partitions(m)
+    _fill(m, 200, 300)  # 500 rows: merged into the old partitions
+    assert int(m.store.meta()[TRAINED_KEY.format(EXPERIENCES)]) == 300
+    _fill(m, 200, 500)  # 700 rows, over twice 300: new centroids, partitions of ~100 rows
+    assert int(m.store.meta()[TRAINED_KEY.format(EXPERIENCES)]) == 700
+    assert len(_vector_index(m).segments) == 1
+    assert _partitions(m) > partitions
+    m.close()
+
+
+def _partitions(m: Mimir) -> int:
+    stats = m.store._dataset(EXPERIENCES).stats.index_stats(_vector_index(m).name)
+    return int(stats["indices"][0]["num_partitions"])
+
+
+def test_an_older_ivf_rq_index_is_searched_with_a_re_rank_then_rebuilt(
+    home: Path, small_index: None
+) -> None:
+    from lancedb.index import IvfRq
+
+    m = Mimir(home, embedder="hash")
+    _fill(m, 400)
+    m.compact()
+    m.store.table(EXPERIENCES).create_index(
+        "vector", config=IvfRq(distance_type="cosine"), replace=True
+    )
+    assert m.store._vector_index_type(EXPERIENCES) == "IVF_RQ"
+    q = m.embedder.embed(["refactor module 33 of the search service"])[0]
+    rows = m.store.vector_search(EXPERIENCES, q, where=None, limit=5, columns=["id"])
+    assert [r["_distance"] for r in rows] == pytest.approx(_exact_top(m, q, 5), abs=1e-5)
+    _fill(m, 10, 400)  # any write's upkeep moves it to the current index
+    assert m.store._vector_index_type(EXPERIENCES) == "IVF_SQ"
+    m.close()
+
+
+def test_probes_grow_with_the_table() -> None:
+    assert store_mod.probes(0) == store_mod.probes(100_000) == store_mod.MIN_PROBES == 20
+    assert store_mod.probes(1_000_000) == 30
+    assert store_mod.probes(2_000_000) == 60
+
+
+def test_the_searchable_text_is_made_from_the_document_as_the_column_holds_it(
+    hash_mimir: Mimir,
+) -> None:
+    from mimir_core.store import DOC, row_text
+    from mimir_core.text import fts_text
+
+    hash_mimir.record(
+        "部署失败 after the E11000 fix in src/app.py",
+        "重启服务",
+        "failure",
+        reason="the cache kept the old index",
+        context={"file": "src/app.py", "n": 3, "deep": {"k": ["x", 1.5, True]}},
+    )
+    hash_mimir.record("plain task", "plain action", "success")
+    for row in hash_mimir.store.select(EXPERIENCES, None, [DOC, "text"]):
+        assert fts_text(row_text(json.loads(row[DOC]))) == row["text"]
