@@ -6,7 +6,9 @@ softmax and a NaN guard) and each GELU as five elementwise ones. For a query of 
 onnxruntime spends about as long between those nodes as in the matrix products, so each layer's
 attention becomes one ``MultiHeadAttention`` node (same heads, same scale, ``attention_mask`` as
 its key padding mask) and each GELU with its bias one ``BiasGelu`` (the exact erf form): the same
-arithmetic in 141 nodes instead of 313, vectors equal to float rounding.
+arithmetic in 115 nodes instead of 313, ~12% faster per query. The results are equal to float
+rounding (a padded batch to 1e-4); a text embedded alone can move by one activation quantization
+step where that rounding crosses one (cosine 0.996 at worst over 300 queries, 1.0 at the median).
 
 A model without these patterns is returned unchanged. Uses the protobuf codec of
 :mod:`mimir_core.onnx_w8a8`; nothing else is needed.

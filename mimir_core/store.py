@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import EmbedderMismatchError, SchemaVersionError, StoreError
 from .locking import FileLock
@@ -74,11 +74,10 @@ INDEX_PARTITION_ROWS = 1000
 #: (a 1M store's count, each partition then spanning more of the space than at 1M; 20: 0.969).
 MIN_PROBES = 20
 PROBE_SHARE = 0.03
-#: The vector index: IVF with 8-bit scalar quantization. Its codes rank rows nearly as exactly as
-#: the vectors do (cosine within ~0.002), so no re-rank pass is needed: the rows found are read
-#: with their vectors and given exact distances (:func:`exact_order`). The 1-bit IVF_RQ index of
+#: The vector index: IVF with 8-bit scalar quantization. Its codes give a row's cosine within
+#: ~0.003, so there is no re-rank pass and no vector is read back: the 1-bit IVF_RQ index of
 #: stores made before needed LanceDB's re-rank of 3x the rows, which read each one's vector again
-#: (~2.3 of the ~6 ms a 100k-row search took); upkeep rebuilds it as IVF_SQ.
+#: (~2.3 of the ~6 ms a 100k-row search took). Upkeep rebuilds an older index as this one.
 VECTOR_INDEX = "IVF_SQ"
 #: Candidates LanceDB re-ranks after the scan of an older IVF_RQ index: at least this many, and
 #: at least twice the limit (on 30k real MiniLM task vectors, 3x a limit of 24 finds 0.9993 of the
@@ -168,6 +167,15 @@ def arrow_rows(table: pa.Table) -> list[dict[str, Any]]:
     return rows
 
 
+class VectorIndex(NamedTuple):
+    """A table's vector index at one version: its type (``None`` without one), the rows it
+    holds, and whether it holds every fragment of that version."""
+
+    kind: str | None
+    rows: int
+    whole: bool
+
+
 def probes(indexed_rows: int) -> int:
     """IVF partitions to probe in a vector index over ``indexed_rows`` rows: :data:`PROBE_SHARE`
     of its partitions (~one per :data:`INDEX_PARTITION_ROWS` rows), at least :data:`MIN_PROBES`."""
@@ -184,29 +192,6 @@ def _retried(step: Callable[[], Any]) -> Any:
             if "commit conflict" not in str(exc) or attempt + 1 == OPTIMIZE_ATTEMPTS:
                 raise
     return None  # pragma: no cover - the loop returns or raises
-
-
-def exact_order(
-    rows: list[Row], query: npt.NDArray[np.float32], column: str, *, keep: bool
-) -> list[Row]:
-    """``rows`` (each with its vector in ``column``) given their exact cosine distance to
-    ``query`` as ``_distance``, nearest first (in place; ``column`` dropped unless ``keep``).
-
-    The quantized index's own distances are approximate, and on another scale than the exact
-    ones LanceDB gives the rows it scans without the index (2 - 2 cos against 1 - cos)."""
-    import numpy as np
-
-    if not rows:
-        return rows
-    mat = np.stack([np.asarray(r[column], dtype=np.float32) for r in rows])
-    norms = np.linalg.norm(mat, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
-    dist = 1.0 - (mat @ np.asarray(query, dtype=np.float32)) / np.maximum(norms, 1e-12)
-    for row, d in zip(rows, dist.tolist(), strict=True):
-        row["_distance"] = d
-        if not keep:
-            del row[column]
-    rows.sort(key=lambda r: float(r["_distance"]))  # stable: LanceDB's order breaks ties
-    return rows
 
 
 def _schemas(dim: int) -> dict[str, pa.Schema]:
@@ -722,24 +707,17 @@ class Store:
         columns: Sequence[str],
         column: str = "vector",
     ) -> list[dict[str, Any]]:
-        """Nearest rows by cosine distance (``_distance`` = 1 - cosine)."""
+        """Nearest rows by cosine distance (``_distance`` = 1 - cosine: exact, or within ~0.003
+        when the table's vector index answers alone)."""
         if name not in SEARCHED:
             q = self.table(name).search(vector, vector_column_name=column)
             q = q.distance_type("cosine").limit(limit).select([*columns, "_distance"])
             return list((q.where(where, prefilter=True) if where else q).to_list())
 
-        indexed = column == "vector"  # the indexed column; harmless without an index (exact scan)
-
         def run(n: int, filt: str | None, prefilter: bool, extra: Sequence[str]) -> list[Row]:
             nearest: dict[str, Any] = {"column": column, "q": vector, "k": n, "metric": "cosine"}
-            if indexed:
-                kind, indexed_rows = self._vector_index(name)
-                nearest["nprobes"] = probes(indexed_rows)
-                if kind == "IVF_RQ":  # an older store's 1-bit codes
-                    nearest["refine_factor"] = max(2, -(-REFINE_ROWS // n))
-            cols = list(dict.fromkeys([*columns, *extra, "_distance", column]))
-            rows = self._read(name, cols, filt, prefilter, nearest=nearest)
-            return exact_order(rows, vector, column, keep=column in columns) if indexed else rows
+            cols = list(dict.fromkeys([*columns, *extra, "_distance"]))
+            return self._read(name, cols, filt, prefilter, nearest=nearest)
 
         return self._filtered(run, where, limit)
 
@@ -837,6 +815,9 @@ class Store:
         import pyarrow as pa
 
         ds = self._dataset(name)
+        halve = False
+        if nearest is not None and nearest["column"] == "vector":  # the indexed column
+            nearest, halve = self._indexed(name, ds, nearest)
         table = ds.to_table(
             columns=columns,
             filter=where,
@@ -845,9 +826,30 @@ class Store:
             full_text_query=fts,
             limit=limit,
         )
+        if halve:
+            import pyarrow.compute as pc
+
+            at = table.schema.get_field_index("_distance")
+            table = table.set_column(at, "_distance", pc.multiply(table.column(at), 0.5))
         if "_rowid" in columns:  # row ids are addresses within this version (expand_docs)
             table = table.append_column("_version", pa.repeat(ds.version, table.num_rows))
         return arrow_rows(table)
+
+    def _indexed(self, name: str, ds: Any, nearest: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """(``nearest`` set up for the table's vector index at the version ``ds`` reads, whether
+        the distances found come on the 8-bit codes' scale and must be halved).
+
+        On the cosine metric LanceDB gives the codes' distances as the squared distance of the
+        two unit vectors (2 - 2 cos), but the exact 1 - cos of every row found when some rows
+        are outside the index (it then computes the distances of all from their vectors)."""
+        index = self._vector_index(name, ds)
+        if index.kind is None:
+            return nearest, False  # an exact scan
+        nearest = {**nearest, "nprobes": probes(index.rows)}
+        if index.kind == "IVF_RQ":  # an older store's 1-bit codes: LanceDB re-ranks (exact)
+            nearest["refine_factor"] = max(2, -(-REFINE_ROWS // int(nearest["k"])))
+            return nearest, False
+        return nearest, index.whole
 
     def _filtered(
         self,
@@ -899,14 +901,18 @@ class Store:
 
     def _vector_index_type(self, name: str) -> str | None:
         """The type of the table's vector index (``IVF_SQ``, ``IVF_RQ``), ``None`` without one."""
-        return self._vector_index(name)[0]
+        return self._vector_index(name).kind
 
-    def _vector_index(self, name: str) -> tuple[str | None, int]:
-        """(type, rows indexed) of the table's vector index; ``(None, 0)`` without one."""
-        for index in self._dataset(name).describe_indices():
+    def _vector_index(self, name: str, ds: Any = None) -> VectorIndex:
+        """The table's vector index at the version of ``ds`` (default: the latest), read from
+        its manifest (~0.04 ms)."""
+        ds = ds if ds is not None else self._dataset(name)
+        for index in ds.describe_indices():
             if list(index.field_names) == ["vector"]:
-                return str(index.index_type), int(index.num_rows_indexed)
-        return None, 0
+                covered = set().union(*(s.fragment_ids for s in index.segments))
+                whole = all(f.fragment_id in covered for f in ds.get_fragments())
+                return VectorIndex(str(index.index_type), int(index.num_rows_indexed), whole)
+        return VectorIndex(None, 0, False)
 
     def fragments(self, name: str) -> int:
         """How many data fragments the table has (each small append adds one)."""
