@@ -55,6 +55,10 @@ EMBEDDED_TABLES = (EXPERIENCES, LESSONS, KV)
 
 #: Compact once a table has this many small fragments (each append makes one).
 COMPACT_FRAGMENTS = 24
+#: Compaction merges fragments of fewer rows than this into fragments of up to this many; larger
+#: ones are left as they are, so a row is rewritten a few times over its life, not once per
+#: upkeep. A 1M-row table keeps ~8 of them (each fragment adds ~0.03 ms to a search).
+FRAGMENT_ROWS = 128 * 1024
 #: Fold new rows into the indexes once this many are outside them, whatever the fragment count
 #: (one bulk write can add thousands): a row outside the full-text index is scanned on every
 #: search, ~7 us a row (20k such rows made a recall ~150 ms).
@@ -928,7 +932,8 @@ class Store:
         """
         try:
             if now or self._needs_upkeep(name):
-                self.optimize(name)
+                compact = now or len(self._dataset(name).get_fragments()) >= COMPACT_FRAGMENTS
+                self.optimize(name, compact=compact)
         except Exception as exc:
             log.warning("optimize of %s failed (will retry later): %s", name, exc)
 
@@ -947,11 +952,17 @@ class Store:
             return True  # none yet, or an older store's IVF_RQ
         return rows - min(int(i.num_rows_indexed) for i in indexes) >= UNINDEXED_ROWS
 
-    def optimize(self, name: str, *, cleanup_older_than: timedelta = CLEANUP_AFTER) -> None:
-        """Compact fragments, fold new rows into the indexes, clean old versions.
+    def optimize(
+        self, name: str, *, cleanup_older_than: timedelta = CLEANUP_AFTER, compact: bool = True
+    ) -> None:
+        """Fold new rows into the indexes, keep the vector index one segment, compact small
+        fragments (when ``compact``), clean old versions.
 
-        Writers do not wait for it (it runs outside the write lock), so a write committed
-        meanwhile may preempt its rewrite: that is retried a few times, then raised as a
+        Compaction merges only fragments of fewer than :data:`FRAGMENT_ROWS` rows (and those
+        with many deleted rows): LanceDB's own ``optimize`` merges every fragment under 1M rows,
+        so each upkeep rewrote the whole table once nothing blocked it (a 1M-row load wrote
+        ~50 GB). Writers do not wait for it (it runs outside the write lock), so a write
+        committed meanwhile may preempt a step: that is retried a few times, then raised as a
         :class:`StoreError` like any other failure."""
         tbl = self.table(name)
         if name in SEARCHED and self._vector_index_type(name) != VECTOR_INDEX:
@@ -961,33 +972,44 @@ class Store:
         if name == EXPERIENCES:
             self._ensure_key_indexes(name)
         with self._write_errors(name):
-            _retried(lambda: tbl.optimize(cleanup_older_than=cleanup_older_than))
-            if name in SEARCHED and _retried(lambda: self._merge_vector_index(name)):
-                # the fragments the deltas kept apart can be compacted now
-                _retried(lambda: tbl.optimize(cleanup_older_than=cleanup_older_than))
+            _retried(lambda: self._dataset(name).optimize.optimize_indices())
+            if name in SEARCHED:
+                _retried(lambda: self._merge_vector_index(name))
+            if compact:  # after the merge: LanceDB compacts no fragments two segments cover
+                _retried(lambda: self._compact(name))
+            _retried(
+                lambda: self._dataset(name).cleanup_old_versions(older_than=cleanup_older_than)
+            )
+
+    def _compact(self, name: str) -> None:
+        """Merge the table's fragments of fewer than :data:`FRAGMENT_ROWS` rows."""
+        self._dataset(name).optimize.compact_files(target_rows_per_fragment=FRAGMENT_ROWS)
 
     def _merge_vector_index(self, name: str) -> bool:
         """Make the vector index one segment again; ``False`` when it already was.
 
         LanceDB indexes the rows each upkeep adds as a new delta segment of the vector index,
         and does not compact fragments that different segments cover. So fragments and segments
-        piled up, one per upkeep, and every search visited each (a search went from 1.6 to 20 ms
-        over 40 upkeeps of 1,000 rows). Merging keeps the partitions; once the table has grown
+        piled up, one per upkeep, and every search visited each segment (a search went from 1.6
+        to 20 ms over 40 upkeeps of 1,000 rows; 10 segments cost ~5 ms, 10 fragments of one
+        segment ~0.4). Merging keeps the partitions; once the table has grown
         :data:`RETRAIN_GROWTH` times since the index was trained, it is trained again instead,
         on partitions of :data:`INDEX_PARTITION_ROWS` (LanceDB would only split old ones)."""
         ds = self._dataset(name)
         index = next((i for i in ds.describe_indices() if list(i.field_names) == ["vector"]), None)
-        if index is None or len(index.segments) < 2:
+        if index is None:
             return False
         rows = int(ds.count_rows())
         trained = int(self.meta().get(TRAINED_KEY.format(name)) or rows)
         if rows >= RETRAIN_GROWTH * trained:
             ds.optimize.optimize_indices(index_names=[index.name], retrain=True)
             self.set_meta({TRAINED_KEY.format(name): str(rows)})
-        else:
+        elif len(index.segments) > 1:
             ds.optimize.optimize_indices(
                 index_names=[index.name], num_indices_to_merge=len(index.segments)
             )
+        else:
+            return False
         return True
 
     def _ensure_key_indexes(self, name: str) -> None:

@@ -137,19 +137,20 @@ def test_ingest_rejects_bad_records_but_stores_the_rest(hash_mimir: Any) -> None
 def _preempted(m: Any, monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
     """Make the next ``times`` compactions of the experiences table fail as LanceDB does when
     a concurrent write preempts the rewrite (seen in the kill -9 test's drainer)."""
-    tbl = m.store.table("experiences")
-    real, calls = tbl.optimize, []
+    real, calls = m.store._compact, []
 
-    def optimize(**kwargs: Any) -> Any:
+    def compact(name: str) -> None:
+        if name != "experiences":
+            return real(name)
         calls.append(1)
         if len(calls) <= times:
             raise RuntimeError(
                 "lance error: Retryable commit conflict for version 9: This Rewrite "
                 "transaction was preempted by concurrent transaction Update at version 9"
             )
-        return real(**kwargs)
+        real(name)
 
-    monkeypatch.setattr(tbl, "optimize", optimize)
+    monkeypatch.setattr(m.store, "_compact", compact)
     return calls
 
 

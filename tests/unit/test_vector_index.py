@@ -42,6 +42,8 @@ def small_index(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_mod, "INDEX_ROWS", 300)
     monkeypatch.setattr(store_mod, "UNINDEXED_ROWS", 100)
     monkeypatch.setattr(store_mod, "INDEX_PARTITION_ROWS", 100)
+    monkeypatch.setattr(store_mod, "COMPACT_FRAGMENTS", 5)
+    monkeypatch.setattr(store_mod, "FRAGMENT_ROWS", 350)
 
 
 class DenseEmbedder:
@@ -107,13 +109,34 @@ def test_upkeep_keeps_one_index_segment_so_the_table_stays_compact(
     m = Mimir(home, embedder="hash")
     for batch in range(12):
         _fill(m, 100, batch * 100)
+        if batch >= 2:  # indexed from 300 rows on
+            assert len(_vector_index(m).segments) == 1
     index = _vector_index(m)
     ds = m.store._dataset(EXPERIENCES)
-    assert len(index.segments) == 1
-    assert len(ds.get_fragments()) <= 3
+    assert len(ds.get_fragments()) < store_mod.COMPACT_FRAGMENTS == 5
     assert int(index.num_rows_indexed) >= 1_100  # every upkeep folded its rows in
     hit = m.recall("refactor module 1104 of the reports service, step 12", k=1)[0]
     assert hit.experience.task.startswith("refactor module 1104 ")
+    m.close()
+
+
+def test_compaction_leaves_full_fragments_alone(home: Path, small_index: None) -> None:
+    # LanceDB's own compaction merges every fragment under 1M rows: each upkeep rewrote the
+    # whole table (a 1M-row load wrote ~50 GB).
+    m = Mimir(home, embedder="hash")
+    full: dict[int, int] = {}  # fragment id -> rows, once it holds FRAGMENT_ROWS or more
+    compactions = 0
+    for batch in range(20):
+        before = {f.fragment_id for f in m.store._dataset(EXPERIENCES).get_fragments()}
+        _fill(m, 100, batch * 100)
+        now = {f.fragment_id: f.count_rows() for f in m.store._dataset(EXPERIENCES).get_fragments()}
+        compactions += not before <= set(now)
+        for frag, rows in full.items():
+            assert now.get(frag) == rows, f"full fragment {frag} was rewritten"
+        full.update({f: r for f, r in now.items() if r >= store_mod.FRAGMENT_ROWS})
+        assert len(now) <= len(full) + store_mod.COMPACT_FRAGMENTS
+    assert compactions >= 3 and len(full) >= 3
+    assert m.stats().experiences == 2_000
     m.close()
 
 
