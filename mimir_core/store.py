@@ -973,18 +973,29 @@ class Store:
         if name == EXPERIENCES:
             self._ensure_key_indexes(name)
         with self._write_errors(name):
-            _retried(lambda: self._dataset(name).optimize.optimize_indices())
+            _retried(lambda: self._upkeep_dataset(name).optimize.optimize_indices())
             if name in SEARCHED:
                 _retried(lambda: self._merge_vector_index(name))
             if compact:  # after the merge: LanceDB compacts no fragments two segments cover
                 _retried(lambda: self._compact(name))
             _retried(
-                lambda: self._dataset(name).cleanup_old_versions(older_than=cleanup_older_than)
+                lambda: self._upkeep_dataset(name).cleanup_old_versions(
+                    older_than=cleanup_older_than
+                )
             )
 
     def _compact(self, name: str) -> None:
         """Merge the table's fragments of fewer than :data:`FRAGMENT_ROWS` rows."""
-        self._dataset(name).optimize.compact_files(target_rows_per_fragment=FRAGMENT_ROWS)
+        self._upkeep_dataset(name).optimize.compact_files(target_rows_per_fragment=FRAGMENT_ROWS)
+
+    def _upkeep_dataset(self, name: str) -> Any:
+        """The table at its latest version as a dataset object of its own, for one upkeep step.
+
+        Upkeep's steps borrow the object they run on mutably: run on the one searches share
+        (:meth:`_dataset`), a search on another thread (an MCP server's tool call beside its
+        upkeep thread) failed with "Already mutably borrowed"."""
+        ds = self.table(name).to_lance()
+        return ds.checkout_version(ds.latest_version)
 
     def _merge_vector_index(self, name: str) -> bool:
         """Make the vector index one segment again; ``False`` when it already was.
@@ -996,7 +1007,7 @@ class Store:
         segment ~0.4). Merging keeps the partitions; once the table has grown
         :data:`RETRAIN_GROWTH` times since the index was trained, it is trained again instead,
         on partitions of :data:`INDEX_PARTITION_ROWS` (LanceDB would only split old ones)."""
-        ds = self._dataset(name)
+        ds = self._upkeep_dataset(name)
         index = next((i for i in ds.describe_indices() if list(i.field_names) == ["vector"]), None)
         if index is None:
             return False

@@ -204,3 +204,47 @@ def test_the_searchable_text_is_made_from_the_document_as_the_column_holds_it(
     hash_mimir.record("plain task", "plain action", "success")
     for row in hash_mimir.store.select(EXPERIENCES, None, [DOC, "text"]):
         assert fts_text(row_text(json.loads(row[DOC]))) == row["text"]
+
+
+def test_searches_on_other_threads_run_through_every_upkeep_step(
+    home: Path, small_index: None
+) -> None:
+    # Upkeep's steps mutate the dataset they run on: run on the one the searches share, a
+    # search on another thread met "RuntimeError: Already mutably borrowed" (MCP server's
+    # upkeep thread beside its tool calls).
+    import threading
+
+    m = Mimir(home, embedder="hash")
+    _fill(m, 400)
+    q = m.embedder.embed(["refactor module 17 of the auth service"])[0]
+    stop, errors, searches = threading.Event(), [], [0]
+
+    def search() -> None:
+        while not stop.is_set():
+            try:
+                rows = m.store.vector_search(
+                    EXPERIENCES, q, where="superseded_by IS NULL", limit=20, columns=["_rowid"]
+                )
+                assert len(rows) == 20
+                m.store.text_search(
+                    EXPERIENCES, "auth service", where=None, limit=5, columns=["id"]
+                )
+                searches[0] += 1
+            except Exception as exc:  # any failure is the finding
+                errors.append(exc)
+                return
+
+    readers = [threading.Thread(target=search) for _ in range(3)]
+    for t in readers:
+        t.start()
+    try:
+        for batch in range(8):
+            _fill(m, 60, 400 + batch * 60)
+            m.store.optimize(EXPERIENCES, compact=True)
+    finally:
+        stop.set()
+        for t in readers:
+            t.join()
+    assert not errors, errors[:3]
+    assert searches[0] > 8
+    m.close()
