@@ -109,8 +109,10 @@ def _lower_bound(successes: float, failures: float, q: float) -> float:
 _NORM = re.compile(r"[^\w]+", re.UNICODE)
 
 
+@functools.lru_cache(maxsize=8192)
 def normalise_action(action: str) -> str:
-    """Case, punctuation and spacing folded, for exact-variant pooling."""
+    """Case, punctuation and spacing folded, for exact-variant pooling (memoised: each
+    ``recommend`` folds ~200 actions, most seen before)."""
     return _NORM.sub(" ", action.lower()).strip()
 
 
@@ -207,7 +209,14 @@ class ClusterIndex:
         same = self._by_key.get(key)
         if same is not None or self._vectors is None:
             return same
-        sims = self._vectors[: len(self.clusters)] @ vec
+        n = len(self.clusters)
+        sims = self._vectors[:n] @ vec
+        best = n - 1 - int(sims[::-1].argmax())  # the newest of the closest
+        if float(sims[best]) < self.threshold:
+            return None  # the usual answer, without sorting
+        cl = self.clusters[best]
+        if sig is None or cl.sig is None or cl.sig == sig:
+            return cl
         for i in sims.argsort(kind="stable")[::-1]:  # best first; ties: the newer one first
             if float(sims[i]) < self.threshold:
                 break
@@ -389,7 +398,7 @@ def recommend(
     bounded: list[tuple[float, ActionCluster, Alternative]] = []
     for cl in clusters + loose:
         s, f = cl.counts(weighted=False)
-        alt = Alternative(
+        alt = Alternative.model_construct(  # every field made here, of its type: not validated
             action=cl.label(),
             confidence=round(_lower_bound(s, f, tuning.quantile), 6),
             successes=round(s, 6),
