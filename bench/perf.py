@@ -62,6 +62,12 @@ cache; ``Mimir.compact()`` then adds whatever upkeep this Mimir does beyond the 
 A 1M store takes ~20 min to build on a busy 2-core machine, seconds to reuse; ``--no-cache``
 builds every store afresh.
 
+Page cache: before the latency rounds, every store's files (Mimir's and mimir-learn's) are
+pinned in memory (``bench/pin.py``, ``mlock``), as a machine without proactive reclaim keeps
+them; the VMs here page out file pages idle for a minute, which made a 1M recall read most of
+its rows from disk. ``--no-pin`` leaves them to the host; ``page_cache`` in the results says
+what was pinned.
+
 Where the time goes: each ``recall`` and ``recommend`` is also run without the model cost
 (``mimir_no_embed@``: the store search, ranking and Python work alone), beside the query
 embedding alone (``embed_only``) and the numpy floor with and without it. numpy runs with one
@@ -95,6 +101,7 @@ os.environ.setdefault("LANCEDB_LOG", "error")
 
 import numpy as np
 
+from bench.pin import PinnedFiles
 from bench.synthetic import (
     Sample,
     SyntheticEmbedder,
@@ -492,6 +499,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load", choices=["fast", "api"], default="fast")
     parser.add_argument("--no-learn", action="store_true", help="skip mimir-learn")
     parser.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="leave the stores' files to the page cache (see bench/pin.py)",
+    )
+    parser.add_argument(
         "--learn-queries", type=int, default=4, help="of each round's queries, run by mimir-learn"
     )
     parser.add_argument(
@@ -553,6 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     result["data"] = vector_stats(emb, n=min(max(sizes), 20_000), seed=args.seed)
 
     worker: LearnWorker | None = None
+    pins: PinnedFiles | None = None
     stores: dict[int, BenchStore] = {}
     try:
         # ---- stores ----------------------------------------------------------------------
@@ -594,6 +607,11 @@ def main(argv: list[str] | None = None) -> int:
             result["ann"][size_label(n)] = ann_recall(stores[n], emb, qs, cand)
 
         # ---- recall / recommend latency --------------------------------------------------
+        if not args.no_pin:  # every store's files, Mimir's and mimir-learn's (bench/pin.py)
+            pins = PinnedFiles(work_root)
+            log(f"page cache: {pins.info()}")
+        result["page_cache"] = pins.info() if pins else {"pinned": False, "error": "--no-pin"}
+
         def mimir_op(
             bs: BenchStore, op: str, embed: bool = True
         ) -> Callable[[list[str]], list[Sample]]:
@@ -748,6 +766,8 @@ def main(argv: list[str] | None = None) -> int:
             size_label(n): stores[n].m.store.fragments(EXPERIENCES) for n in stores
         }
     finally:
+        if pins is not None:
+            pins.close()
         if worker is not None:
             worker.close()
         for bs in stores.values():
