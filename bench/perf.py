@@ -21,9 +21,9 @@ What is measured
   query embedding** (a fresh query text each time, so the query cache never hits); target p95
   <= 15 ms at 100k and <= 30 ms at 1M.
 * **ANN recall@10** of the vector search the store runs (``Store.vector_search``: the IVF_SQ
-  index, its rows given exact distances, the same prefilter as ``recall``) against exact numpy
+  index, distances from its 8-bit codes, the same prefilter as ``recall``) against exact numpy
   top-10, at every size that has an index (target >= 0.95 at 1M). Also the share of the exact
-  top-10 found among the 40 vector candidates ``recall`` gathers.
+  top-10 found among the vector candidates ``recall`` gathers.
 * **Recommend** p50/p95 (``Mimir.recommend(task)``, query embedding included); target p95 <= 25
   ms at 100k.
 * **Baselines** in the same rounds: numpy brute-force cosine top-10 over the same vectors in RAM
@@ -458,9 +458,10 @@ def ann_recall(
             EXPERIENCES, qv[i], where="superseded_by IS NULL", limit=candidates, columns=["id"]
         )
         cand.append(len(truth & {r["id"] for r in got}) / 10)
+    index = store._vector_index(EXPERIENCES).kind
     return {
-        "indexed": store._has_vector_index(EXPERIENCES),
-        "index": store._vector_index_type(EXPERIENCES),
+        "indexed": index is not None,
+        "index": index,
         "recall@10": round(float(np.mean(strict)), 4),
         "recall@10_min": round(float(np.min(strict)), 2),
         f"top10_in_{candidates}_candidates": round(float(np.mean(cand)), 4),

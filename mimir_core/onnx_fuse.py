@@ -98,20 +98,24 @@ class _Graph:
         users = self.users.get(name, [])
         return users[0] if len(users) == 1 and users[0].op == op else None
 
-    def scalar(self, name: str) -> float | None:
-        """The value of a float initializer holding one number."""
+    def _raw(self, name: str, dtype: int) -> tuple[list[int], bytes] | None:
+        """(dims, raw data) of an initializer of ``dtype`` stored as raw bytes."""
         found = self.tensors.get(name)
-        if found is None or found[0].dtype != _FLOAT or found[0].dims not in ([], [1]):
+        if found is None or found[0].dtype != dtype:
             return None
         raw = [v for n, _, v in found[1] if n == _TENSOR_RAW and _b(v)]
-        return float(struct.unpack("<f", raw[0][:4])[0]) if raw and len(raw[0]) >= 4 else None
+        return (found[0].dims, raw[0]) if raw else None
+
+    def scalar(self, name: str) -> float | None:
+        """The value of a float initializer holding one number."""
+        got = self._raw(name, _FLOAT)
+        if got is None or got[0] not in ([], [1]) or len(got[1]) < 4:
+            return None
+        return float(struct.unpack("<f", got[1][:4])[0])
 
     def int64s(self, name: str) -> list[int]:
-        found = self.tensors.get(name)
-        if found is None or found[0].dtype != _INT64:
-            return []
-        raw = [v for n, _, v in found[1] if n == _TENSOR_RAW and _b(v)]
-        return list(struct.unpack(f"<{len(raw[0]) // 8}q", raw[0])) if raw else []
+        got = self._raw(name, _INT64)
+        return list(struct.unpack(f"<{len(got[1]) // 8}q", got[1])) if got else []
 
     def bias_width(self, name: str) -> int:
         """The width of a 1-D float initializer (0 if ``name`` is not one)."""
@@ -213,7 +217,7 @@ def fuse(model: bytes) -> bytes:
         return model
     replace = {id(node): new for node, new in found}
     mask = _node("Cast", ["attention_mask"], MASK, attrs=(_attr("to", _INT32),))
-    kept = [_Node(_fields(replace.get(id(n)) or _encode(n.fields))) for n in g.nodes]
+    kept = [_Node(_fields(replace[id(n)])) if id(n) in replace else n for n in g.nodes]
     outputs = {_string(_fields(v), 1) for n, _, v in graph if n == _GRAPH_OUTPUT and _b(v)}
     kept = _live(kept, outputs)
     produced = {out for node in kept for out in node.outputs} | {MASK}

@@ -187,6 +187,11 @@ def probes(indexed_rows: int) -> int:
     return max(MIN_PROBES, math.ceil(PROBE_SHARE * indexed_rows / INDEX_PARTITION_ROWS))
 
 
+def _vector_index_description(ds: Any) -> Any:
+    """pylance's description of the dataset's index on ``vector`` (``None`` without one)."""
+    return next((i for i in ds.describe_indices() if list(i.field_names) == ["vector"]), None)
+
+
 def _retried(step: Callable[[], Any]) -> Any:
     """``step()``, tried again when a concurrent commit preempted it (each try starts from the
     latest version: ``read_consistency_interval=0``)."""
@@ -902,22 +907,18 @@ class Store:
 
     def _has_vector_index(self, name: str) -> bool:
         """Read from the dataset's manifest (~0.01 ms; LanceDB's ``list_indices`` ~0.4 ms)."""
-        return self._vector_index_type(name) is not None
-
-    def _vector_index_type(self, name: str) -> str | None:
-        """The type of the table's vector index (``IVF_SQ``, ``IVF_RQ``), ``None`` without one."""
-        return self._vector_index(name).kind
+        return self._vector_index(name).kind is not None
 
     def _vector_index(self, name: str, ds: Any = None) -> VectorIndex:
         """The table's vector index at the version of ``ds`` (default: the latest), read from
         its manifest (~0.04 ms)."""
         ds = ds if ds is not None else self._dataset(name)
-        for index in ds.describe_indices():
-            if list(index.field_names) == ["vector"]:
-                covered = set().union(*(s.fragment_ids for s in index.segments))
-                whole = all(f.fragment_id in covered for f in ds.get_fragments())
-                return VectorIndex(str(index.index_type), int(index.num_rows_indexed), whole)
-        return VectorIndex(None, 0, False)
+        index = _vector_index_description(ds)
+        if index is None:
+            return VectorIndex(None, 0, False)
+        covered = set().union(*(s.fragment_ids for s in index.segments))
+        whole = all(f.fragment_id in covered for f in ds.get_fragments())
+        return VectorIndex(str(index.index_type), int(index.num_rows_indexed), whole)
 
     def fragments(self, name: str) -> int:
         """How many data fragments the table has (each small append adds one)."""
@@ -948,7 +949,7 @@ class Store:
         if not indexes:
             return False
         rows = int(ds.count_rows())
-        current = self._vector_index_type(name) == VECTOR_INDEX
+        current = self._vector_index(name, ds).kind == VECTOR_INDEX
         if name in SEARCHED and rows >= INDEX_ROWS and not current:
             return True  # none yet, or an older store's IVF_RQ
         return rows - min(int(i.num_rows_indexed) for i in indexes) >= UNINDEXED_ROWS
@@ -966,7 +967,7 @@ class Store:
         committed meanwhile may preempt a step: that is retried a few times, then raised as a
         :class:`StoreError` like any other failure."""
         tbl = self.table(name)
-        if name in SEARCHED and self._vector_index_type(name) != VECTOR_INDEX:
+        if name in SEARCHED and self._vector_index(name).kind != VECTOR_INDEX:
             rows = tbl.count_rows()
             if rows >= INDEX_ROWS:
                 self.build_vector_index(name)
@@ -1008,7 +1009,7 @@ class Store:
         :data:`RETRAIN_GROWTH` times since the index was trained, it is trained again instead,
         on partitions of :data:`INDEX_PARTITION_ROWS` (LanceDB would only split old ones)."""
         ds = self._upkeep_dataset(name)
-        index = next((i for i in ds.describe_indices() if list(i.field_names) == ["vector"]), None)
+        index = _vector_index_description(ds)
         if index is None:
             return False
         rows = int(ds.count_rows())

@@ -32,8 +32,7 @@ def _fill(m: Mimir, n: int, start: int = 0) -> None:
 
 
 def _vector_index(m: Mimir) -> Any:
-    ds = m.store._dataset(EXPERIENCES)
-    return next(i for i in ds.describe_indices() if list(i.field_names) == ["vector"])
+    return store_mod._vector_index_description(m.store._dataset(EXPERIENCES))
 
 
 @pytest.fixture
@@ -173,12 +172,12 @@ def test_an_older_ivf_rq_index_is_searched_with_a_re_rank_then_rebuilt(
     m.store.table(EXPERIENCES).create_index(
         "vector", config=IvfRq(distance_type="cosine"), replace=True
     )
-    assert m.store._vector_index_type(EXPERIENCES) == "IVF_RQ"
+    assert m.store._vector_index(EXPERIENCES).kind == "IVF_RQ"
     q = m.embedder.embed(["refactor module 33 of the search service"])[0]
     rows = m.store.vector_search(EXPERIENCES, q, where=None, limit=5, columns=["id"])
     assert [r["_distance"] for r in rows] == pytest.approx(_exact_top(m, q, 5), abs=1e-5)
     _fill(m, 10, 400)  # any write's upkeep moves it to the current index
-    assert m.store._vector_index_type(EXPERIENCES) == "IVF_SQ"
+    assert m.store._vector_index(EXPERIENCES).kind == "IVF_SQ"
     m.close()
 
 
