@@ -72,11 +72,13 @@ INDEX_ROWS = 10_000
 #: 100k and a third of the table at 1M).
 INDEX_PARTITION_ROWS = 1000
 #: IVF partitions probed per query: 3% of them (:data:`PROBE_SHARE`), and at least
-#: :data:`MIN_PROBES`. Measured on 100k real MiniLM task vectors (IVF_SQ), the share of the exact
-#: top 10 found by a search for 10 rows, and among the 24 a recall gathers: 0.988 and 0.995 with
-#: 20 probes of 100 partitions (a 100k store; 40 probes: 0.993 and 0.9995 for ~0.6 ms more); 0.982
-#: and 0.991 with 30 probes of 1,000 partitions (a 1M store's count, each partition then spanning
-#: more of the space than at 1M).
+#: :data:`MIN_PROBES`. Measured on 100k real MiniLM task vectors (IVF_SQ, 100 partitions): the
+#: share of the exact top 10 found by a search for 24 rows in its first 10 and in all 24 (a
+#: recall asks for 24 and keeps the best 20 that pass its filter), and the search's p50. 12
+#: probes: 0.975 / 0.984 / 2.7 ms; 20 probes: 0.983 / 0.992 / 3.7 ms; 40 probes: 0.989 / 0.998 /
+#: 5.3 ms. With 30 probes of 1,000 partitions (a 1M store's count, each partition then spanning
+#: more of the space than at 1M): 0.982 / 0.991. In a whole recall at 100k, 12 probes saved only
+#: ~0.25 ms p50 of ~11 (the rest is the query's fixed cost).
 MIN_PROBES = 20
 PROBE_SHARE = 0.03
 #: The vector index: IVF with 8-bit scalar quantization. Its codes give a row's cosine within
@@ -435,6 +437,7 @@ class Store:
             self._tables: dict[str, Any] = {}
             self._selective: dict[str, bool] = {}
             self._datasets: dict[str, Any] = {}
+            self._indexes: dict[str, tuple[Any, int, VectorIndex]] = {}
             self._open(check_embedder)
         except (StoreError, EmbedderMismatchError):
             raise
@@ -911,14 +914,26 @@ class Store:
 
     def _vector_index(self, name: str, ds: Any = None) -> VectorIndex:
         """The table's vector index at the version of ``ds`` (default: the latest), read from
-        its manifest (~0.04 ms)."""
+        its manifest once per dataset object and version."""
         ds = ds if ds is not None else self._dataset(name)
-        index = _vector_index_description(ds)
-        if index is None:
-            return VectorIndex(None, 0, False)
-        covered = set().union(*(s.fragment_ids for s in index.segments))
-        whole = all(f.fragment_id in covered for f in ds.get_fragments())
-        return VectorIndex(str(index.index_type), int(index.num_rows_indexed), whole)
+        # A version's indexes never change: the description is read once per dataset object and
+        # version (~0.2 ms a search otherwise). The version is checked too, because a write
+        # through a dataset object (a migration's add_columns) moves that object on.
+        version = ds.version
+        cached = self._indexes.get(name)
+        if cached is not None and cached[0] is ds and cached[1] == version:
+            return cached[2]
+        description = _vector_index_description(ds)
+        if description is None:
+            index = VectorIndex(None, 0, False)
+        else:
+            covered = set().union(*(s.fragment_ids for s in description.segments))
+            whole = all(f.fragment_id in covered for f in ds.get_fragments())
+            index = VectorIndex(
+                str(description.index_type), int(description.num_rows_indexed), whole
+            )
+        self._indexes[name] = (ds, version, index)
+        return index
 
     def fragments(self, name: str) -> int:
         """How many data fragments the table has (each small append adds one)."""

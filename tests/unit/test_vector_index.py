@@ -247,3 +247,33 @@ def test_searches_on_other_threads_run_through_every_upkeep_step(
     assert not errors, errors[:3]
     assert searches[0] > 8
     m.close()
+
+
+def test_the_index_description_is_read_once_per_version_and_follows_other_writers(
+    home: Path, small_index: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[int] = []
+    describe = store_mod._vector_index_description
+    monkeypatch.setattr(
+        store_mod, "_vector_index_description", lambda ds: reads.append(ds.version) or describe(ds)
+    )
+    m = Mimir(home, embedder=DenseEmbedder())  # type: ignore[arg-type]
+    other = Mimir(home, embedder=DenseEmbedder())  # type: ignore[arg-type]
+    _fill(m, 400)
+    m.compact()
+    q = m.embedder.embed(["refactor module 17 of the auth service"])[0]
+    assert m.store._vector_index(EXPERIENCES) == (store_mod.VECTOR_INDEX, 400, True)
+    reads.clear()
+    for _ in range(3):
+        m.store.vector_search(EXPERIENCES, q, where=None, limit=5, columns=["id"])
+    assert len(reads) <= 1  # one version: read once, whatever the number of searches
+
+    # Another writer adds a row outside the index: the next search reads the new version's.
+    other.record("refactor module 17 of the auth service", "outside the index", "success")
+    assert not m.store._vector_index(EXPERIENCES).whole
+    rows = m.store.vector_search(EXPERIENCES, q, where=None, limit=5, columns=["action"])
+    assert rows[0]["action"] == "outside the index" and rows[0]["_distance"] == pytest.approx(0)
+    other.compact()  # folds the row in
+    assert m.store._vector_index(EXPERIENCES) == (store_mod.VECTOR_INDEX, 401, True)
+    other.close()
+    m.close()
