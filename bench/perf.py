@@ -5,8 +5,11 @@
     python -m bench.perf --quick                           # tiny smoke run (~30 s)
 
 One run measures every variant side by side: the rounds are interleaved round-robin over the
-variants (the order rotates each round) and each figure is the p50 / p95 over all queries x
-rounds, because the machine is shared and noisy; compare ratios, not absolute times. Results go
+variants (the order rotates each round), because the machine is shared and noisy; compare
+ratios, not absolute times. Each figure is the p50 / p95 over all queries x rounds, and each
+round's own p50 / p95 are kept with their median over rounds (``p95_round_median``): the latency
+targets are judged on that median, as a burst of load from another tenant that slows one round
+moves the pooled p95 but not the median over rounds. Results go
 to ``bench/results/perf-<date>.json`` (seed, versions, machine, every figure) and a compact table
 is printed.
 
@@ -111,6 +114,7 @@ from bench.synthetic import (
     make_queries,
     parse_size,
     pct,
+    pct_rounds,
     size_label,
     timed,
     timed2,
@@ -474,16 +478,16 @@ def run_rounds(
     rounds: int,
     queries_per_round: int,
     seed: int,
-) -> dict[str, list[Sample]]:
+) -> dict[str, list[list[Sample]]]:
     """Round-robin: each round makes fresh queries and runs every variant on them, in a rotated
-    order. Returns (wall, cpu) milliseconds per variant."""
-    out: dict[str, list[Sample]] = {k: [] for k in variants}
+    order. Returns (wall, cpu) milliseconds per variant, one list per round."""
+    out: dict[str, list[list[Sample]]] = {k: [] for k in variants}
     names = list(variants)
     for r in range(rounds):
         queries = make_queries(queries_per_round, seed * 1000 + r)
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
-            out[name].extend(variants[name](queries))
+            out[name].append(variants[name](queries))
     return out
 
 
@@ -674,7 +678,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in variants:  # warm-up: first query loads indexes and caches
             variants[name](make_queries(3, args.seed + 5))
         ms = run_rounds(variants, repeats, per_round, args.seed + 1)
-        result["recall"] = {k: pct(v) for k, v in ms.items()}
+        result["recall"] = {k: pct_rounds(v) for k, v in ms.items()}
 
         log("recommend latency (interleaved)")
         variants = {}
@@ -686,7 +690,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in variants:
             variants[name](make_queries(3, args.seed + 6))
         ms = run_rounds(variants, repeats, per_round, args.seed + 2)
-        result["recommend"] = {k: pct(v) for k, v in ms.items()}
+        result["recommend"] = {k: pct_rounds(v) for k, v in ms.items()}
         emb.charge_model = False
 
         # ---- record ------------------------------------------------------------------------
@@ -802,18 +806,37 @@ def evaluate_targets(result: dict[str, Any], quick: bool) -> list[dict[str, Any]
         return float(cur) if isinstance(cur, (int, float)) else None
 
     flat = result.get("record", {}).get("flatness", {})
+    # Latency targets are judged on the median over rounds of each round's p95 (the brief's
+    # "medians over repeats"); the p95 of all rounds pooled is reported beside it.
     values = {
         "record_flatness_100k_vs_1k": flat.get("ratio") if flat.get("big") == "100k" else None,
+        "recall_p95_ms@100k": get("recall", "mimir@100k", "p95_round_median"),
+        "recall_p95_ms@1m": get("recall", "mimir@1m", "p95_round_median"),
+        "ann_recall@10@1m": get("ann", "1m", "recall@10"),
+        "recommend_p95_ms@100k": get("recommend", "mimir@100k", "p95_round_median"),
+    }
+    pooled = {
         "recall_p95_ms@100k": get("recall", "mimir@100k", "p95"),
         "recall_p95_ms@1m": get("recall", "mimir@1m", "p95"),
-        "ann_recall@10@1m": get("ann", "1m", "recall@10"),
         "recommend_p95_ms@100k": get("recommend", "mimir@100k", "p95"),
     }
+
+    def passes(v: float | None, op: str, target: float) -> bool | None:
+        return None if v is None else (v <= target if op == "<=" else v >= target)
+
     out = []
     for name, (op, target) in TARGETS.items():
         v = values[name]
-        ok = None if v is None else (v <= target if op == "<=" else v >= target)
-        out.append({"target": name, "value": v, "goal": f"{op} {target}", "pass": ok})
+        entry = {
+            "target": name,
+            "value": v,
+            "goal": f"{op} {target}",
+            "pass": passes(v, op, target),
+        }
+        if name in pooled:
+            entry["pooled"] = pooled[name]
+            entry["pass_pooled"] = passes(pooled[name], op, target)
+        out.append(entry)
     return out
 
 
@@ -852,6 +875,20 @@ def render(result: dict[str, Any]) -> str:
     ]
     for title, d, prefix in rows:
         lines.append(f"| {title} | " + " | ".join(cell(d, prefix + s) for s in sizes) + " |")
+    for title, d, prefix in (
+        ("Mimir recall p95, median over rounds", rec, "mimir@"),
+        ("Mimir recommend p95, median over rounds", rmd, "mimir@"),
+    ):
+        lines.append(
+            f"| {title} | "
+            + " | ".join(
+                f"{d[prefix + s]['p95_round_median']:.1f}"
+                if "p95_round_median" in d.get(prefix + s, {})
+                else "-"
+                for s in sizes
+            )
+            + " |"
+        )
     for title, d in (
         ("Mimir recall, process CPU ms p50", rec),
         ("Mimir recommend, process CPU ms p50", rmd),
@@ -946,13 +983,19 @@ def render(result: dict[str, Any]) -> str:
             + ", ".join(f"{k} {v['load_rows_per_s']:,.0f}" for k, v in ll.items())
         )
     lines.append("")
-    lines.append("| target | value | goal | result |")
-    lines.append("|---|---|---|---|")
+    lines.append("| target | value (p95: median over rounds) | goal | result | p95 pooled |")
+    lines.append("|---|---|---|---|---|")
+
+    def verdict(ok: bool | None) -> str:
+        return "not measured" if ok is None else "PASS" if ok else "FAIL"
+
     for t in result.get("targets", []):
-        v = t["value"]
-        res = "not measured" if t["pass"] is None else "PASS" if t["pass"] else "FAIL"
+        v, p = t["value"], t.get("pooled")
+        pooled = "" if "pooled" not in t else f"{'-' if p is None else round(p, 3)} "
+        pooled += "" if "pooled" not in t else f"({verdict(t['pass_pooled'])})"
         lines.append(
-            f"| {t['target']} | {'-' if v is None else round(v, 3)} | {t['goal']} | {res} |"
+            f"| {t['target']} | {'-' if v is None else round(v, 3)} | {t['goal']} "
+            f"| {verdict(t['pass'])} | {pooled} |"
         )
     for note in result.get("notes", []):
         lines.append(f"note: {note}")

@@ -377,6 +377,20 @@ def pct(values: Sequence[float] | Sequence[Sample]) -> dict[str, float]:
     return out
 
 
+def pct_rounds(rounds: Sequence[Sequence[Sample]]) -> dict[str, Any]:
+    """:func:`pct` of every sample of every round, plus each round's own p50 / p95 and their
+    medians (``p50_round_median`` / ``p95_round_median``): a burst of load from another tenant
+    that slows one round moves the pooled p95 but not the median over rounds."""
+    out: dict[str, Any] = pct([s for r in rounds for s in r])
+    per = [pct(r) for r in rounds if r]
+    if per:
+        out["p50_rounds"] = [p["p50"] for p in per]
+        out["p95_rounds"] = [p["p95"] for p in per]
+        out["p50_round_median"] = round(float(np.median(out["p50_rounds"])), 3)
+        out["p95_round_median"] = round(float(np.median(out["p95_rounds"])), 3)
+    return out
+
+
 def timed(fn: Callable[[], Any]) -> float:
     """Wall milliseconds of ``fn()``."""
     t0 = time.perf_counter()
