@@ -2,18 +2,19 @@
 
 Hooks capture tool calls (``PostToolUse``, ``PostToolUseFailure``), the task
 (``UserPromptSubmit``) and the end of turns and sessions (``Stop``, ``SessionEnd``), and answer
-``SessionStart``, ``UserPromptSubmit`` and ``PostToolUseFailure`` with the relevant lessons in
-``hookSpecificOutput.additionalContext``. ``PreCompact`` and ``SessionEnd`` start a background
+``SessionStart``, ``UserPromptSubmit`` and ``PostToolUseFailure`` with the relevant lessons and
+past attempts in ``hookSpecificOutput.additionalContext``; ``PreToolUse`` answers with the repeat
+guard (this command failed here before), and asks the user first when ``MIMIR_GUARD_ASK_AFTER``
+says so. ``PreCompact`` and ``SessionEnd`` start a background
 ingest and consolidation. Setup merges the hooks into ``~/.claude/settings.json`` and registers
 the MCP server with ``claude mcp add`` when the ``claude`` CLI is on PATH.
 """
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
-from mimir_core.capture import describe_action, from_claude_code
+from mimir_core.capture import from_claude_code
 
 if TYPE_CHECKING:
     from .hooks import HookContext
@@ -23,19 +24,21 @@ if TYPE_CHECKING:
 EVENTS = (
     "SessionStart",
     "UserPromptSubmit",
+    "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
     "Stop",
     "SessionEnd",
     "PreCompact",
 )
-TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
+TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 HOOK_TIMEOUT = 15
 MCP_NAME = "mimir"
 
 
 def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
-    """Capture one Claude Code event; the answer carries lessons when some are relevant."""
+    """Capture one Claude Code event; the answer carries lessons and past attempts when some
+    are relevant, and the repeat guard before a tool runs."""
     ev = from_claude_code(payload)
     if ev.kind == "ignore" or not ctx.claim(ev):
         return None
@@ -46,16 +49,14 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         ctx.capture.reset_context(ev.session_id)
     if not ev.inject or (ev.kind == "tool" and ev.ok):
         return None
-    if ev.kind == "task":
-        query = ev.text
-    elif ev.kind == "tool":
-        query = f"{describe_action(ev.tool, ev.tool_input)}\n{ev.error[-500:]}"
-    else:  # SessionStart: what the session was last about, else the project
-        query = ctx.capture.current_task(ev.session_id) or os.path.basename(ev.cwd.rstrip("/"))
-    text = ctx.lessons(ev, query)
-    if not text:
-        return None
-    return {"hookSpecificOutput": {"hookEventName": ev.name, "additionalContext": text}}
+    said = ctx.answer(ev)
+    out: dict[str, Any] = {"hookEventName": ev.name}
+    if said.text:
+        out["additionalContext"] = said.text
+    if said.ask:  # MIMIR_GUARD_ASK_AFTER: the user confirms a command that never worked here
+        out["permissionDecision"] = "ask"
+        out["permissionDecisionReason"] = said.ask
+    return {"hookSpecificOutput": out} if len(out) > 1 else None
 
 
 # -- setup -------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mimir_core.capture import describe_action, from_cline
+from mimir_core.capture import from_cline
 
 if TYPE_CHECKING:
     from .hooks import HookContext
@@ -47,14 +47,7 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         ctx.background(ev.name)
     if not ev.inject:
         return None
-    action = describe_action(ev.tool, ev.tool_input) if ev.tool else ""
-    if ev.kind == "task":
-        query = ev.text
-    elif ev.kind == "pretool":
-        query = f"{ctx.capture.current_task(ev.session_id)}\n{action}".strip()
-    else:  # a failed tool call: lessons about this error
-        query = f"{action}\n{ev.error[-500:]}"
-    text = ctx.lessons(ev, query)
+    text = ctx.answer(ev, lessons_before_tools=True).text
     # The extension reads ``contextModification``, the CLI ``context``: the same text in both.
     return {"cancel": False, "contextModification": text, "context": text} if text else None
 

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mimir_core import spool
 from mimir_core.capture import Capture, Event
@@ -26,6 +26,8 @@ from mimir_core.capture.events import sha256_hex
 
 if TYPE_CHECKING:
     import re
+
+    from mimir_core.observations.policy import Line
 
 #: ``mimir hook <name>`` → the module with ``handle(payload, ctx) -> dict | None``.
 HOST_MODULES: dict[str, str] = {
@@ -39,6 +41,26 @@ BACKGROUND_EVERY = 120.0
 USAGE = "usage: mimir hook {claude-code,cline} [--home DIR] | mimir hook --config FILE [--home DIR]"
 
 Handler = Callable[[dict[str, Any], "HookContext"], "dict[str, Any] | None"]
+#: The longest block a hook injects (characters).
+BUDGET_CHARS = 2000
+
+
+class Answer(NamedTuple):
+    """A hook's answer to the agent: the fenced block (``""``: none), and, when the repeat
+    guard is set to ask (``MIMIR_GUARD_ASK_AFTER``), why the user should confirm first."""
+
+    text: str
+    ask: str
+
+
+def _ask_after() -> int:
+    """``MIMIR_GUARD_ASK_AFTER``: ask before a command that failed this many times here and
+    never worked (0, the default: never ask)."""
+    raw = os.environ.get("MIMIR_GUARD_ASK_AFTER") or "0"
+    try:
+        return max(0, int(raw.strip()))
+    except ValueError:
+        return 0
 
 
 def _env_flag(name: str, default: bool) -> bool:
@@ -102,30 +124,92 @@ class HookContext:
         return self.capture.claim(ev.session_id, self.fingerprint)
 
     def scope_of(self, ev: Event) -> str | None:
-        """The project whose lessons (and global ones) are given; ``None`` for every project
-        (``MIMIR_SCOPE=*``)."""
+        """The project whose lessons (and global ones) and past attempts are given; ``None``
+        for every project (``MIMIR_SCOPE=*``)."""
         if self.scope == "*":
             return None
-        return str(self.capture.meta(ev.session_id).get("scope") or "") or self.scope
+        found = str(self.capture.meta(ev.session_id).get("scope") or "") or self.scope
+        if not found and ev.cwd:  # the session's first event: its state is not written yet
+            found = self.capture.scope_for(ev.cwd)
+        return found
 
-    def lessons(self, ev: Event, query: str, *, budget_chars: int = 2000) -> str:
-        """The fenced lessons block for ``query`` ("" when none is relevant or on any error);
-        a block already given in this session is not given again."""
-        if not query.strip():
-            return ""
+    def key(self) -> bytes | None:
+        """The signing key the digests are checked with (``MIMIR_SIGNING_KEY``, else the
+        per-install key file; ``None`` before there is one)."""
+        from mimir_core.digest import resolve_key
+
+        return resolve_key(self.home, os.environ.get("MIMIR_SIGNING_KEY") or None)
+
+    def answer(self, ev: Event, *, lessons_before_tools: bool = False) -> Answer:
+        """What the agent is told at this event, as one fenced block: at a task's start its
+        lessons and what was observed on tasks like it; before a tool runs, the repeat guard
+        (and, with ``lessons_before_tools``, the task's lessons: hosts that ignore a task-start
+        answer); after a failure, the lessons about the error, whether this command failed here
+        before and what worked instead. A block given in this session before is not given again.
+        On any error: logged, and nothing said."""
         try:
-            from mimir_core.digest import render_context
-
-            text = render_context(
-                self.home,
-                query,
-                scope=self.scope_of(ev),
-                budget_chars=budget_chars,
-                key=os.environ.get("MIMIR_SIGNING_KEY") or None,
-            )
+            return self._answer(ev, lessons_before_tools)
         except Exception as exc:
-            log(self.home, f"lessons for {ev.host} {ev.name}: {type(exc).__name__}: {exc}")
-            return ""
+            log(self.home, f"answer for {ev.host} {ev.name}: {type(exc).__name__}: {exc}")
+            return Answer("", "")
+
+    def _answer(self, ev: Event, lessons_before_tools: bool) -> Answer:
+        from mimir_core.capture.events import READ_ONLY_TOOLS, describe_action, is_mimir_tool
+        from mimir_core.observations import guard
+
+        if not ev.inject:
+            return Answer("", "")
+        scope = self.scope_of(ev)
+        key = self.key()
+        task = self.capture.current_task(ev.session_id)
+        lines: list[Line] = []
+        query, ask = "", ""
+        if ev.kind in ("task", "start"):
+            query = ev.text if ev.kind == "task" else task
+            if query and scope is not None:
+                lines = guard.task_lines(self.spool, scope, query, key)
+            if not query:  # a session starts: what the project is about, for its lessons
+                query = os.path.basename(ev.cwd.rstrip("/"))
+        elif ev.kind == "pretool":
+            low = ev.tool.lower()
+            if low in READ_ONLY_TOOLS or is_mimir_tool(low):
+                return Answer("", "")
+            action = self.capture.action_of(ev.tool, ev.tool_input)
+            if scope is not None and action:
+                found = guard.before_tool(
+                    self.spool, scope, task, action, key, ask_after=_ask_after()
+                )
+                lines = found.lines
+                if found.ask:
+                    ask = "Mimir: " + "; ".join(line.text for line in found.lines)
+            if lessons_before_tools:
+                query = f"{task}\n{describe_action(ev.tool, ev.tool_input)}".strip()
+        elif ev.kind == "tool" and not ev.ok:
+            failed = self.capture.last_failure
+            if scope is not None and failed is not None:
+                from mimir_core.observations.attempt_digest import record_key
+
+                lines = guard.after_failure(
+                    self.spool,
+                    scope,
+                    task,
+                    str(failed.get("action") or ""),
+                    key,
+                    record_key=record_key(failed),
+                )
+            query = f"{describe_action(ev.tool, ev.tool_input)}\n{ev.error[-500:]}"
+        return Answer(self._block(ev, query, lines, scope, key), ask)
+
+    def _block(
+        self, ev: Event, query: str, lines: list[Line], scope: str | None, key: bytes | None
+    ) -> str:
+        from mimir_core.actions import normalise_action
+        from mimir_core.digest import lessons_for, render_block
+
+        items = lessons_for(self.home, query, scope=scope, key=key) if query.strip() else []
+        covered = {normalise_action(str(i.get("action") or "")) for i in items}
+        facts = [line.text for line in lines if line.key not in covered]
+        text = render_block(items, BUDGET_CHARS, observations=facts)
         if not text or not self.capture.offer_context(ev.session_id, text):
             return ""
         return text
@@ -227,10 +311,7 @@ def _handler(host: str | None, config: str | None) -> Handler:
             if not ctx.claim(ev):
                 return None
             ctx.capture.handle(ev)
-            if not ev.inject:
-                return None
-            query = ev.text or ctx.capture.current_task(ev.session_id)
-            return mapping.answer(ctx.lessons(ev, query))
+            return mapping.answer(ctx.answer(ev, lessons_before_tools=True).text)
 
         return handle
     if host not in HOST_MODULES:

@@ -89,4 +89,84 @@ def command_signature(action: str) -> str | None:
     return " ".join(sorted(sig))
 
 
-__all__ = ["PROSE_VERBS", "command_signature", "looks_like_command"]
+_NORM = re.compile(r"[^\w]+", re.UNICODE)
+
+
+@functools.lru_cache(maxsize=8192)
+def normalise_action(action: str) -> str:
+    """Case, punctuation and spacing folded: two phrasings of one action that differ only in
+    those are the same action (memoised: each ``recommend`` folds ~200 actions, most seen
+    before)."""
+    return _NORM.sub(" ", action.lower()).strip()
+
+
+# -- actions that must never be suggested ------------------------------------------------------
+
+#: (why, pattern) of commands that destroy data outside the project or switch off a safety net.
+#: Evidence that such a command "worked" is shown as a fact at most, never as a suggestion: one
+#: poisoned session must not be able to teach an agent to pipe a download into a shell.
+_DANGER_SOURCES: tuple[tuple[str, str], ...] = (
+    (
+        "pipes a download into a shell",
+        r"(curl|wget|iwr|invoke-webrequest|fetch)\b[^|;&]*\|\s*(sudo\s+)?(ba|z|da|k|fi)?sh\b"
+        r"|\b(ba|z)?sh\s+(-c\s+)?[\"']?\$\(\s*(curl|wget)\b|\b(ba|z)?sh\s+<\(\s*(curl|wget)\b"
+        r"|\|\s*(sudo\s+)?python[0-9.]*\s+-?\s*$|(curl|wget)\b[^|;&]*\|\s*(sudo\s+)?python",
+    ),
+    (
+        "deletes outside the project, or everything",
+        r"\brm\s+(-[a-z]*[rf][a-z]*\s+|--recursive\s+|--force\s+|--no-preserve-root\s+)+"
+        r"(--\s+)?[\"']?(/|~|\$home\b|\$\{home\}|\.\./|\.\.(\s|$)|\*(\s|$))",
+    ),
+    (
+        "turns off TLS verification",
+        r"--insecure\b|\bcurl\b[^|;&]*\s-[a-z]*k\b|verify\s*=\s*false\b|--no-check-certificate"
+        r"|node_tls_reject_unauthorized\s*=\s*[\"']?0|strict-ssl\s*[= ]\s*false"
+        r"|sslverify\s*[= ]\s*false|git_ssl_no_verify\s*=|pythonhttpsverify\s*=\s*[\"']?0"
+        r"|--trusted-host\b|--disable-ssl|ssl_verify\s*[= ]\s*(false|0|no)\b"
+        r"|--tls-verify\s*=\s*false|insecure-skip-tls-verify|stricthostkeychecking\s*=\s*no",
+    ),
+    (
+        "makes files writable by everyone",
+        r"\bchmod\s+(-[a-z]+\s+)*(0?777|a\+rwx|ugo\+rwx|o\+w)\b",
+    ),
+    (
+        "wipes uncommitted or remote work",
+        r"\bgit\s+(push\b[^;&|]*\s(--force\b|-f\b)|reset\s+--hard\b|clean\s+-[a-z]*[fx][a-z]*d"
+        r"|clean\s+-[a-z]*d[a-z]*[fx])",
+    ),
+    (
+        "destroys a disk or database",
+        r"\bmkfs(\.\w+)?\b|\bdd\b[^;&|]*\bof=/dev/|\bdrop\s+(table|database|schema)\b"
+        r"|\btruncate\s+table\b|\bwipefs\b|>\s*/dev/sd[a-z]",
+    ),
+    (
+        "switches off a security control",
+        r"\bsetenforce\s+0\b|\bufw\s+disable\b|\biptables\s+-f\b|--no-verify\b"
+        r"|--disable-content-trust|\bsudo\s+chown\s+-r\s+\S+\s+/(\s|$)",
+    ),
+)
+_DANGER: list[tuple[str, re.Pattern[str]]] = []
+
+
+def destructive_reason(action: str) -> str | None:
+    """Why ``action`` must never be suggested (it destroys data outside the project or turns
+    off a safety net: ``curl … | sh``, ``rm -rf ~``, ``--insecure``, ``verify=False``,
+    ``chmod 777``, ``git push --force``...), or ``None`` for an ordinary action.
+
+    A person may still pin a lesson that names one; evidence alone never makes it advice."""
+    if not _DANGER:  # compiled on first use: a hook that never asks pays nothing
+        _DANGER.extend((why, re.compile(src, re.IGNORECASE)) for why, src in _DANGER_SOURCES)
+    text = " ".join(action.split())
+    for why, pattern in _DANGER:
+        if pattern.search(text):
+            return why
+    return None
+
+
+__all__ = [
+    "PROSE_VERBS",
+    "command_signature",
+    "destructive_reason",
+    "looks_like_command",
+    "normalise_action",
+]

@@ -18,8 +18,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Literal
 
-from .actions import command_signature
-from .recommend import normalise_action
+from .actions import command_signature, normalise_action
 from .store import EXPERIENCE_COLUMNS, EXPERIENCES, Store, row_experience, sql_str
 from .types import Hit
 

@@ -319,6 +319,10 @@ class Mimir(LessonsMixin):
             rows.append(experience_row(exp, vectors[i], vectors[n + i]))
         inserted = self.store.insert_new(EXPERIENCES, rows)
         stored = {e.id: e for e in self._get_many([e.id for e in exps])}
+        if inserted:  # the hooks' view of this project (only where hooks read one)
+            from .observations.from_store import fold
+
+            fold(self, [stored[i] for i in inserted if i in stored])
         self._maybe_consolidate(sum(e.outcome == "failure" for e in exps))
         return [stored.get(e.id, e) for e in exps], inserted
 
@@ -355,7 +359,13 @@ class Mimir(LessonsMixin):
         Forgetting a lesson with ``with_experiences=True`` also removes the experiences it was
         learned from; forgetting an experience also removes the lessons whose wording quotes it.
         """
-        from .lessons.lifecycle import forget_lesson, lessons_quoting, refresh_digest, scrub_audit
+        from .lessons.lifecycle import (
+            forget_in_digests,
+            forget_lesson,
+            lessons_quoting,
+            refresh_digest,
+            scrub_audit,
+        )
 
         _check_text("id", ident)
         where = f"id = {sql_str(ident)}"
@@ -378,6 +388,7 @@ class Mimir(LessonsMixin):
         for e in forgotten:  # the hook's session state may still hold the steps it came from
             scrub_sessions(self.spool_dir, [e.action, e.reason or ""])
         scrub_audit(self, [ident])
+        forget_in_digests(self, {e.scope for e in forgotten})
         self.audit("api", ident, "forgotten", {"table": table})
         for lesson_id in quoting:  # their wording quotes the forgotten text
             forget_lesson(self, lesson_id, with_experiences=False, actor="mimir")
@@ -618,8 +629,10 @@ class Mimir(LessonsMixin):
         from pydantic import ValidationError
 
         from .capture import Capture
+        from .observations.attempt_digest import digest_dir
 
         directory = self.spool_dir
+        _spool.ensure_private_dir(digest_dir(directory))  # hooks read what the drain stores
         report = _spool.drain(
             directory,
             lambda items: self.record_many(items),

@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .actions import command_signature
+from .actions import command_signature, normalise_action
 from .beta import jeffreys_lower_bound
 from .recall import decay_factor
 from .store import DOC, EXPERIENCES, Store
@@ -104,16 +103,6 @@ def _lower_bound(successes: float, failures: float, q: float) -> float:
     """:func:`~mimir_core.beta.jeffreys_lower_bound`, memoised: each call is a 60-step bisection
     (~0.3 ms) and raw counts repeat (1 success, 1 failure, ...) across clusters and calls."""
     return jeffreys_lower_bound(successes, failures, q)
-
-
-_NORM = re.compile(r"[^\w]+", re.UNICODE)
-
-
-@functools.lru_cache(maxsize=8192)
-def normalise_action(action: str) -> str:
-    """Case, punctuation and spacing folded, for exact-variant pooling (memoised: each
-    ``recommend`` folds ~200 actions, most seen before)."""
-    return _NORM.sub(" ", action.lower()).strip()
 
 
 @dataclass

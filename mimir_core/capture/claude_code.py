@@ -17,6 +17,7 @@ HOST = "claude-code"
 _KIND = {
     "SessionStart": "start",
     "UserPromptSubmit": "task",
+    "PreToolUse": "pretool",
     "PostToolUse": "tool",
     "PostToolUseFailure": "tool",
     "Stop": "stop",
@@ -24,7 +25,7 @@ _KIND = {
     "PreCompact": "compact",
 }
 #: Events whose hook answer may carry ``hookSpecificOutput.additionalContext``.
-INJECT_EVENTS = frozenset({"SessionStart", "UserPromptSubmit", "PostToolUseFailure"})
+INJECT_EVENTS = frozenset({"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUseFailure"})
 _EXIT_KEYS = ("exit_code", "exitCode", "returncode", "returnCode", "exit_status")
 
 
@@ -77,7 +78,7 @@ def from_claude_code(payload: dict[str, Any]) -> Event:
     )
     if kind == "task":
         ev.text = str(payload.get("prompt") or "")
-    elif kind == "tool":
+    elif kind in ("tool", "pretool"):
         ev.tool = str(payload.get("tool_name") or "tool")
         ev.tool_input = payload.get("tool_input")
         ev.event_id = str(payload.get("tool_use_id") or "")
@@ -85,7 +86,7 @@ def from_claude_code(payload: dict[str, Any]) -> Event:
             ev.ok = False
             ev.interrupted = payload.get("is_interrupt") is True
             ev.error = str(payload.get("error") or "the tool call failed")
-        else:
+        elif kind == "tool":
             ev.ok, ev.interrupted, ev.error = judge_response(payload.get("tool_response"))
     if payload.get("agent_id") and kind in ("stop", "task"):
         ev.kind = "ignore"  # a subagent's turn is part of the main agent's episode

@@ -141,6 +141,8 @@ class Capture:
         self.claims = self.spool / "claims"
         self.scope = scope
         self.redact_patterns = redact_patterns
+        #: The failure record :meth:`handle` spooled last (``None`` before any).
+        self.last_failure: dict[str, Any] | None = None
 
     # -- session state ---------------------------------------------------------------------------
 
@@ -174,13 +176,14 @@ class Capture:
             changed = True
         if ev.cwd and meta.get("cwd") != ev.cwd:
             meta["cwd"] = ev.cwd
-            meta["scope"] = self._scope_for(ev.cwd)
+            meta["scope"] = self.scope_for(ev.cwd)
             changed = True
         if changed:
             self._save_meta(ev.session_id, meta)
         return meta
 
-    def _scope_for(self, cwd: str) -> str:
+    def scope_for(self, cwd: str) -> str:
+        """The project of a working directory (its repository root; the configured scope wins)."""
         if self.scope is not None:
             return self.scope
         from ..scope import scope_for
@@ -274,21 +277,23 @@ class Capture:
             "t": ev.ts,
             "id": step_id,
             "tool": ev.tool,
-            "action": _one_line(
-                _clean(
-                    describe_action(ev.tool, ev.tool_input, MAX_SCAN),
-                    MAX_SCAN,
-                    extra=self.redact_patterns,
-                )
-            ),
+            "action": self.action_of(ev.tool, ev.tool_input),
         }
         if not ev.ok:
             error = _clean(ev.error, 8 * MAX_ERROR, tail=True, extra=self.redact_patterns)
             step["error"] = clip_tail(error, MAX_ERROR)
             step["interrupted"] = ev.interrupted
             before = _since_last_failure(_read_lines(steps_path))
-            spool.append(self.spool, self._failure_record(ev, meta, step, before))
+            record = self._failure_record(ev, meta, step, before)
+            spool.append(self.spool, record)
+            self.last_failure = record
         spool.append_json(steps_path, step)
+
+    def action_of(self, tool: str, tool_input: Any) -> str:
+        """A tool call's action as records store it: described, redacted, on one line (the
+        repeat guard looks a command up in this very form)."""
+        described = describe_action(tool, tool_input, MAX_SCAN)
+        return _one_line(_clean(described, MAX_SCAN, extra=self.redact_patterns))
 
     def _task_of(self, meta: dict[str, Any], tool_input: Any = None) -> str:
         task = str(meta.get("task") or "")

@@ -153,10 +153,11 @@ class HookMapping:
             ev.name = _str(spec.get("name")) or ev.kind
             ev.text = _str(_field(payload, spec.get("text")))
             ev.inject = bool(spec.get("inject")) and bool(self.reply)
-            if ev.kind == "tool":
+            if ev.kind in ("tool", "pretool"):
                 ev.tool = _str(_field(payload, spec.get("tool"))) or "tool"
                 ev.tool_input = _field(payload, spec.get("input"))
                 ev.event_id = _str(_field(payload, spec.get("id")))
+            if ev.kind == "tool":
                 ok = _field(payload, spec.get("ok")) if "ok" in spec else True
                 ev.error = _str(_field(payload, spec.get("error")))
                 ev.ok = bool(ok) if ok is not None else not ev.error

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from ..actions import command_signature
+from ..actions import command_signature, normalise_action
 from ..beta import jeffreys_lower_bound
-from ..recommend import DEFAULT_TUNING, normalise_action
+from ..recommend import DEFAULT_TUNING
 from ..store import EXPERIENCES, Store, arrow_rows, sql_in
 from ..types import Lesson
 from .gate import Outcome

@@ -380,12 +380,13 @@ def forget_lesson(m: Mimir, ident: str, *, with_experiences: bool, actor: str = 
     if with_experiences:
         ids = list(dict.fromkeys([*lesson.supporting_ids, *lesson.contradicting_ids]))
         if ids:
-            present = m.store.select(EXPERIENCES, sql_in("id", ids), ["id"])
+            present = m.store.select(EXPERIENCES, sql_in("id", ids), ["id", "scope"])
             removed = [r["id"] for r in present]
             if removed:
                 m.store.delete(EXPERIENCES, sql_in("id", removed))
                 m._release_superseded(removed)  # what they superseded is current again
                 m.store.purge(EXPERIENCES)
+                forget_in_digests(m, {r["scope"] or "" for r in present})
     m.store.delete(LESSONS, f"id = {sql_str(ident)}")
     m.store.purge(LESSONS)
     forget_head(m.store, ident)
@@ -393,6 +394,16 @@ def forget_lesson(m: Mimir, ident: str, *, with_experiences: bool, actor: str = 
     m.audit(actor, ident, "forgotten", {"table": LESSONS, "experiences_removed": len(removed)})
     refresh_digest(m)
     return removed
+
+
+def forget_in_digests(m: Mimir, scopes: set[str]) -> None:
+    """Rebuild the hooks' attempts digests of ``scopes`` that exist, so forgotten experiences
+    leave them too."""
+    from ..observations.from_store import existing_scopes, rebuild
+
+    wanted = [s for s in existing_scopes(m) if s in scopes]
+    if wanted:
+        rebuild(m, wanted)
 
 
 def scrub_audit(m: Mimir, ids: Sequence[str]) -> None:

@@ -37,6 +37,9 @@ DEFAULT_MIN_CONFIDENCE = 0.2
 OTHER_SCOPE_FACTOR = 0.85
 #: A recommendation joins the prompt block only above this confidence (5% lower bound).
 RECOMMEND_FLOOR = 0.5
+#: ...and when its successes come from at least this many independent sessions (forged
+#: records from one session must never become advice).
+RECOMMEND_SOURCES = 2
 ALL_SCOPES = "*"
 
 
@@ -121,7 +124,12 @@ def _member_sim(row: dict[str, Any], near: dict[str, float]) -> float:
 def context_block(
     m: Mimir, query: str, *, budget_chars: int = 2000, scope: str | None = None
 ) -> str:
-    """The fenced prompt block for ``query`` (``""`` when nothing relevant clears the bar)."""
+    """The fenced prompt block for ``query`` (``""`` when nothing relevant clears the bar):
+    the relevant lessons, then the observations of past attempts on tasks like it
+    (:mod:`mimir_core.observations`), then a recommendation that is not yet a lesson."""
+    from ..actions import destructive_reason, normalise_action
+    from ..observations.from_store import context_lines
+
     if isinstance(budget_chars, bool) or not isinstance(budget_chars, int) or budget_chars < 1:
         raise InvalidInputError(
             "budget_chars", f"must be a positive integer; got {short(budget_chars)}"
@@ -130,14 +138,34 @@ def context_block(
     items: list[dict[str, Any]] = [
         {"id": le.id, "kind": le.kind, "confidence": le.confidence, "rule": le.rule} for le in found
     ]
+    covered = {normalise_action(le.action) for le in found if le.action}
+    observed = context_lines(m, query, scope=scope, skip=covered)
+    shown = covered | {ln.key for ln in observed}
     extra: list[str] = []
     rec = m.recommend(query, scope=scope)
-    if rec is not None and rec.confidence >= RECOMMEND_FLOOR:
-        covered = {le.action.strip().lower() for le in found if le.action}
-        if rec.action.strip().lower() not in covered:
-            extra.append(
-                f"past attempts suggest: {rec.action} (worked {rec.successes:g} of "
-                f"{rec.successes + rec.failures:g} times on similar tasks; "
-                f"confidence {rec.confidence:.2f}; not yet a lesson)"
-            )
-    return render_block(items, budget_chars, extra=extra)
+    if (
+        rec is not None
+        and rec.confidence >= RECOMMEND_FLOOR
+        and normalise_action(rec.action) not in shown
+        and destructive_reason(rec.action) is None
+        and _independent_sessions(m, rec.evidence_ids) >= RECOMMEND_SOURCES
+    ):
+        extra.append(
+            f"past attempts suggest: {rec.action} (worked {rec.successes:g} of "
+            f"{rec.successes + rec.failures:g} times on similar tasks; "
+            f"confidence {rec.confidence:.2f}; not yet a lesson)"
+        )
+    return render_block(items, budget_chars, extra=extra, observations=[ln.text for ln in observed])
+
+
+def _independent_sessions(m: Mimir, ids: list[str]) -> int:
+    """How many independent sources (sessions; a host's records without one count as one) the
+    successful experiences ``ids`` come from."""
+    from ..observations.tally import source_key
+
+    sources = {
+        source_key(e.session_id, e.thread_id, e.source)
+        for e in m._get_many(ids)
+        if e.outcome == "success"
+    }
+    return len(sources)
