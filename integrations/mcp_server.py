@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mimir.mcp")
 SOURCE = "mcp"
+#: The `mimir_context` prompt when nothing is known about the task.
+NOTHING_KNOWN = "Mimir has no lessons or past attempts relevant to this task yet."
 
 
 def render_tool(spec: ToolSpec) -> MCPTool:
@@ -207,3 +209,10 @@ def _add_resources(server: MimirMCPServer) -> None:
     def mimir_instructions() -> str:
         """When to recall and when to record experiences with Mimir."""
         return AGENT_INSTRUCTIONS
+
+    @server.prompt(name="mimir_context", title="What Mimir knows about a task")
+    def mimir_context(task: str) -> str:
+        """Read at the start of a task: its lessons and what was observed on tasks like it
+        (what failed here, what worked instead), fenced as data."""
+        text = server.maintainer.mimir.context(task)
+        return text or NOTHING_KNOWN

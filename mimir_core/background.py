@@ -303,19 +303,27 @@ class LiveMemory:
         return text, lesson_ids(text)
 
     def _digest(self, query: str, budget_chars: int) -> str:
+        """The block from the signed digests alone (lessons, and this project's past attempts
+        with the spool's tail), as a hook would give it."""
         try:
-            from .digest import render_context
+            from .actions import normalise_action
+            from .digest import lessons_for, render_block, resolve_key
+            from .observations.guard import task_lines
+            from .spool import spool_dir
 
-            key = self.settings.signing_key
-            return render_context(
-                self.settings.home,
-                query,
-                scope=self.scope,
-                budget_chars=budget_chars,
-                key=key.get_secret_value() if key is not None else None,
-            )
+            secret = self.settings.signing_key
+            home = self.settings.home
+            key = resolve_key(home, secret.get_secret_value() if secret is not None else None)
+            items = lessons_for(home, query, scope=self.scope, key=key)
+            lines = []
+            if self.scope is not None:
+                spool = spool_dir(home, self.settings.store_uri)
+                lines = task_lines(spool, self.scope, query, key)
+            covered = {normalise_action(str(i.get("action") or "")) for i in items}
+            facts = [line.text for line in lines if line.key not in covered]
+            return render_block(items, budget_chars, observations=facts)
         except Exception:
-            log.info("mimir: lessons digest unreadable", exc_info=True)
+            log.info("mimir: digests unreadable", exc_info=True)
             return ""
 
     def capture(self, records: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from .episodes import Branch, CheckpointInfo, LineageResolver, StepRef
 from .errors import MimirError
-from .turns import split_turns, turn_records
+from .turns import split_turns, turn_records, without_notes
 
 log = logging.getLogger("mimir.graph")
 
@@ -34,9 +34,23 @@ def mark_tool_errors(
     out: list[dict[str, Any]] = []
     for msg, as_dict in zip(messages, converted, strict=True):
         if getattr(msg, "type", None) == "tool" and getattr(msg, "status", None) == "error":
-            as_dict = {**as_dict, "content": json.dumps({"error": str(msg.content)})}
+            error = without_notes(_plain(msg.content))
+            as_dict = {**as_dict, "content": json.dumps({"error": error})}
         out.append(as_dict)
     return out
+
+
+def _plain(content: Any) -> str:
+    """A message content as the text it was before: a string, or its text parts joined (a note
+    added as one more part comes off whole)."""
+    if isinstance(content, list):
+        parts = [
+            p if isinstance(p, str) else str(p.get("text", ""))
+            for p in content
+            if isinstance(p, (str, dict))
+        ]
+        return "\n".join(parts)
+    return str(content)
 
 
 def step_ref(config: Mapping[str, Any]) -> StepRef:

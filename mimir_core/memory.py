@@ -567,6 +567,55 @@ class Mimir(LessonsMixin):
             k=k,
         )
 
+    def before_tool(
+        self,
+        action: str,
+        *,
+        task: str | None = None,
+        scope: str | None = None,
+        budget_chars: int = 1000,
+    ) -> str:
+        """The repeat guard, for a host to show its agent as a tool is about to run: a fenced
+        block saying that this very action (up to case and spacing) failed in this project on
+        tasks like ``task`` and its newest try did too, and what worked instead; ``""`` when it
+        has no such history (the usual answer). Facts, not a verdict: the host decides whether
+        to run it. ``scope`` as in :meth:`attempts`. Raises :class:`InvalidInputError`."""
+        return self._tool_block(action, task, scope, budget_chars, failed=False)
+
+    def after_failure(
+        self,
+        action: str,
+        *,
+        task: str | None = None,
+        scope: str | None = None,
+        budget_chars: int = 1000,
+    ) -> str:
+        """For a host to show its agent right after ``action`` failed (call it before recording
+        that failure): a fenced block saying whether it had failed here before on tasks like
+        ``task``, and what worked instead on them; ``""`` when there is nothing to say."""
+        return self._tool_block(action, task, scope, budget_chars, failed=True)
+
+    def _tool_block(
+        self, action: str, task: str | None, scope: str | None, budget: int, *, failed: bool
+    ) -> str:
+        from .digest import render_block
+        from .observations.from_store import tool_lines
+
+        _check_text("action", action)
+        if task is not None:
+            _check_text("task", task)
+        if scope is not None and not isinstance(scope, str):
+            raise InvalidInputError("scope", f"must be a string; got {short(scope)}")
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise InvalidInputError("budget_chars", f"must be a positive integer; got {budget!r}")
+        self._drain_pending()
+        from .redact import sanitize
+        from .validate import MAX_ACTION
+
+        stored = sanitize(action.strip(), limit=MAX_ACTION, extra_patterns=self.redact_patterns)
+        lines = tool_lines(self, stored, task=task, scope=scope, failed=failed)
+        return render_block([], budget, observations=[line.text for line in lines])
+
     def recent(self, n: int = 10, *, scope: str | None = None) -> list[Experience]:
         """The ``n`` most recently created experiences, newest first."""
         _check_k(n, "n")

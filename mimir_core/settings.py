@@ -65,6 +65,10 @@ class MimirSettings(BaseSettings):
     """Optional recency decay of recall and recommend evidence."""
     redact_patterns: list[str] = Field(default_factory=list)
     """Extra secret patterns (regexes, as a JSON list) redacted like the built-in ones."""
+    guard_ask_after: int = Field(default=0, ge=0)
+    """Claude Code's repeat guard asks the user before a command that failed this many times
+    in this project and never worked there (``0``: never ask, only tell the agent). Hook
+    processes read ``MIMIR_GUARD_ASK_AFTER`` themselves (they stay stdlib-only)."""
 
     @field_validator("home", mode="before")
     @classmethod

@@ -82,6 +82,9 @@ _ERROR_TEXT = re.compile(
     re.IGNORECASE,
 )
 _FENCED = re.compile(r"<\s*memory-context\s*>[\s\S]*?</\s*memory-context\s*>", re.IGNORECASE)
+#: Mimir's own block, as a host adapter appends it to a tool result (after a blank line, or as
+#: one more content part): what Mimir said is never evidence of what the tool did.
+_NOTED = re.compile(r"(?:\n\n|\n)?<mimir-memory>[\s\S]*?</mimir-memory>")
 
 
 @dataclass(frozen=True)
@@ -129,9 +132,14 @@ def _squash(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def without_notes(text: str) -> str:
+    """``text`` without the block Mimir appended to it (a tool result an adapter noted)."""
+    return _NOTED.sub("", text)
+
+
 def _clean_user(text: str) -> str:
     """The user's words without recalled-memory blocks a host may have added."""
-    return _FENCED.sub(" ", text).strip()
+    return _NOTED.sub(" ", _FENCED.sub(" ", text)).strip()
 
 
 def _arguments(raw: Any) -> dict[str, Any]:
@@ -226,7 +234,7 @@ def _attempt(
         name, args = msg["name"].strip(), {}
     else:
         return None
-    result = _text(msg.get("content"))
+    result = without_notes(_text(msg.get("content")))
     outcome, reason, exit_code = classify_result(result)
     return ToolAttempt(name, args, call_id, outcome, reason, result[:_KEPT_RESULT], exit_code)
 

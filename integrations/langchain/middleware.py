@@ -14,6 +14,7 @@ from langchain_core.messages import SystemMessage, ToolMessage, convert_to_opena
 from langchain_core.tools import BaseTool
 
 from mimir_core.graph_steps import mark_tool_errors
+from mimir_core.observations.tool_call import note_after_failure, note_before, with_note
 from mimir_core.turns import action_text, split_turns, turn_records
 
 from .tools import SOURCE, get_tools, open_mimir
@@ -32,6 +33,8 @@ class MimirMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     * Before each model call, the lessons relevant to the user's request (``Mimir.context``) are
       added to the system message of that call only: they are never stored in the state.
     * A tool call that fails is recorded as a failure right away (once per tool call id).
+    * The repeat guard: a tool result says when that very call failed here before on this
+      task, and what worked instead.
     * After the run, its attempts (``mimir_core.turns.turn_records`` of the last turn: each
       failed call, and the calls that worked after the last failure) are recorded once.
     * ``tools=True`` also gives the agent Mimir's tools.
@@ -104,24 +107,47 @@ class MimirMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     # -- tool failures -------------------------------------------------------------------------
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        note = self._note_before(request)
         try:
             result = handler(request)
         except Exception as exc:
             self._tool_failed(request, _failed_message(request, exc))
             raise
-        if isinstance(result, ToolMessage) and result.status == "error":
-            self._tool_failed(request, result)
-        return result
+        return self._after_tool(request, result, note)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        note = await asyncio.to_thread(self._note_before, request)
         try:
             result = await handler(request)
         except Exception as exc:
             await asyncio.to_thread(self._tool_failed, request, _failed_message(request, exc))
             raise
-        if isinstance(result, ToolMessage) and result.status == "error":
-            await asyncio.to_thread(self._tool_failed, request, result)
-        return result
+        return await asyncio.to_thread(self._after_tool, request, result, note)
+
+    def _note_before(self, request: Any) -> str:
+        """The repeat guard: this very call failed here before on this task ("" when not)."""
+        call = request.tool_call
+        task = self._task(request)
+        return note_before(self.mimir, call["name"], call.get("args"), task=task, scope=self.scope)
+
+    def _after_tool(self, request: Any, result: Any, note: str) -> Any:
+        """The result, with the guard's note (or, after a failure, what was tried before on
+        this task) after it; a failure is recorded right away."""
+        if not isinstance(result, ToolMessage):
+            return result
+        if result.status == "error":
+            if not note:  # asked before the failure is recorded: "before" means before this
+                call = request.tool_call
+                task = self._task(request)
+                note = note_after_failure(
+                    self.mimir, call["name"], call.get("args"), task=task, scope=self.scope
+                )
+            self._tool_failed(request, result)
+        return result.model_copy(update={"content": with_note(result.content, note)})
+
+    def _task(self, request: Any) -> str:
+        turns = split_turns(openai_messages((request.state or {}).get("messages") or []))
+        return turns[-1].user_text if turns else ""
 
     def _tool_failed(self, request: Any, message: ToolMessage) -> None:
         call = request.tool_call

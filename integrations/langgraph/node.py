@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import convert_to_openai_messages
+from langchain_core.messages import ToolMessage, convert_to_openai_messages
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
@@ -25,6 +25,7 @@ from mimir_core.graph_steps import (
     state_records,
     step_ref,
 )
+from mimir_core.observations.tool_call import note_after_failure, note_before, with_note
 from mimir_core.tools import call_tool
 
 from .store import open_mimir
@@ -56,6 +57,9 @@ class MimirMemoryNode:
       was tried and how it ended (:func:`describe_state` of the state after the step).
     * :meth:`before` and :meth:`after` are the same two halves as separate nodes.
     * :meth:`record` records from inside any node.
+    * :meth:`wrap_tool_call` (``ToolNode(tools, wrap_tool_call=memory.wrap_tool_call)``) is the
+      repeat guard: a tool result says when that very call failed here before on this task,
+      and what worked instead.
 
     Records are exactly-once across LangGraph's re-execution: each is keyed on
     ``(thread_id, checkpoint_ns, task_id, label)``, which an interrupt/resume, a crash re-run or
@@ -151,6 +155,43 @@ class MimirMemoryNode:
             "context": dict(context or {}),
         }
         return self._record([item], config, label)[0]
+
+    # -- the repeat guard at the tool boundary --------------------------------------------------
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """For ``ToolNode(tools, wrap_tool_call=memory.wrap_tool_call)``: a tool call's result
+        carries, after it, what Mimir knows of that very call here (it failed before on this
+        task, what worked instead). The call always runs."""
+        task, call = self._task_of(request), request.tool_call
+        note = note_before(self.mimir, call["name"], call.get("args"), task=task, scope=self.scope)
+        result = handler(request)
+        return self._noted(request, result, note, task)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """:meth:`wrap_tool_call` for ``ToolNode(..., awrap_tool_call=...)``."""
+        task, call = self._task_of(request), request.tool_call
+        note = await asyncio.to_thread(
+            note_before, self.mimir, call["name"], call.get("args"), task=task, scope=self.scope
+        )
+        result = await handler(request)
+        return await asyncio.to_thread(self._noted, request, result, note, task)
+
+    def _task_of(self, request: Any) -> str:
+        try:
+            return state_query(request.state or {}, openai_messages)
+        except Exception as exc:  # memory must never stop the agent
+            log.warning("mimir: no task for the tool call: %s", exc)
+            return ""
+
+    def _noted(self, request: Any, result: Any, note: str, task: str) -> Any:
+        if not isinstance(result, ToolMessage):
+            return result  # a Command: the tool's own state update, left alone
+        if not note and result.status == "error":
+            call = request.tool_call
+            note = note_after_failure(
+                self.mimir, call["name"], call.get("args"), task=task, scope=self.scope
+            )
+        return result.model_copy(update={"content": with_note(result.content, note)})
 
     # -- one node around a step --------------------------------------------------------------
 

@@ -28,7 +28,14 @@ _IPAD = bytes(x ^ 0x36 for x in range(256))
 _OPAD = bytes(x ^ 0x5C for x in range(256))
 
 
+_SHA256: list[Callable[..., Any]] = []
+
+
 def _sha256() -> Callable[..., Any]:
+    """The builtin SHA-256 constructor, found once (a failed import is retried on every call
+    otherwise: ~0.1 ms each, and a hook hashes hundreds of record keys)."""
+    if _SHA256:
+        return _SHA256[0]
     # The builtin SHA-256 avoids importing OpenSSL (`hashlib`/`hmac` load `_hashlib`, 30-50 ms):
     # the injection hook verifies the lessons digest on every prompt.
     try:
@@ -38,6 +45,7 @@ def _sha256() -> Callable[..., Any]:
             from _sha256 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
         except ImportError:  # pragma: no cover - an interpreter without the builtin module
             from hashlib import sha256  # type: ignore[assignment,unused-ignore]
+    _SHA256.append(sha256)
     return sha256  # type: ignore[no-any-return,unused-ignore]
 
 

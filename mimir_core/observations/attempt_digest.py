@@ -73,15 +73,46 @@ def scope_name(scope: str) -> str:
 
 
 class TaskEntry:
-    """One distinct task: its text, keywords, newest attempt and every action's tally."""
+    """One distinct task: its text, keywords, newest attempt and every action's tally (read
+    from the file only when asked for: a hook looks at a few of the tasks it loads)."""
 
-    __slots__ = ("acts", "at", "kw", "text")
+    __slots__ = ("_acts", "_raw", "at", "kw", "text")
 
     def __init__(self, text: str, kw: list[str] | None = None, at: float = 0.0) -> None:
         self.text = text
         self.kw = keywords(text) if kw is None else kw
         self.at = at
-        self.acts: dict[str, ActionTally] = {}
+        self._acts: dict[str, ActionTally] | None = {}
+        self._raw: Mapping[str, Any] = {}
+
+    @property
+    def acts(self) -> dict[str, ActionTally]:
+        """Every action's tally on this task, keyed by normalised action."""
+        if self._acts is None:
+            parsed = {}
+            for key, data in self._raw.items():
+                tally = ActionTally.from_json(str(key), data)
+                if tally is not None:
+                    parsed[str(key)] = tally
+            self._acts, self._raw = parsed, {}
+        return self._acts
+
+    def tried(self) -> list[str]:
+        """The normalised actions tried on this task (without reading their tallies)."""
+        return list(self._raw) if self._acts is None else list(self._acts)
+
+    def to_json(self) -> dict[str, Any]:
+        if self._acts is None:
+            return dict(self._raw)
+        return {k: t.to_json() for k, t in self._acts.items()}
+
+    @classmethod
+    def from_json(cls, text: str, kw: list[str] | None, at: float, acts: object) -> TaskEntry:
+        """An entry as the file has it; its tallies are read on first use."""
+        entry = cls(text, kw, at)
+        entry._acts = None
+        entry._raw = acts if isinstance(acts, dict) else {}
+        return entry
 
 
 class AttemptDigest:
@@ -126,9 +157,10 @@ class AttemptDigest:
             newest = sorted(self.tasks.items(), key=lambda kv: kv[1].at)[-MAX_TASKS:]
             self.tasks = dict(newest)
         for entry in self.tasks.values():
-            if len(entry.acts) > MAX_ACTIONS:
+            if len(entry.tried()) > MAX_ACTIONS:
                 acts = sorted(entry.acts.items(), key=lambda kv: kv[1].last_at)[-MAX_ACTIONS:]
-                entry.acts = dict(acts)
+                entry.acts.clear()
+                entry.acts.update(acts)
         while len(self.keys) > MAX_KEYS:
             self.keys.pop(next(iter(self.keys)))
 
@@ -179,7 +211,7 @@ class AttemptDigest:
         return out
 
     def action_keys(self) -> set[str]:
-        return {k for e in self.tasks.values() for k in e.acts}
+        return {k for e in self.tasks.values() for k in e.tried()}
 
     # -- the file's form ---------------------------------------------------------------------
 
@@ -193,7 +225,7 @@ class AttemptDigest:
                     "t": e.text,
                     "kw": e.kw,
                     "at": round(e.at, 3),
-                    "a": {k: t.to_json() for k, t in e.acts.items()},
+                    "a": e.to_json(),
                 }
                 for e in self.tasks.values()
             ],
@@ -213,13 +245,10 @@ class AttemptDigest:
             if not isinstance(item, dict) or not isinstance(item.get("t"), str):
                 continue
             kw = item.get("kw")
-            entry = TaskEntry(item["t"], [str(k) for k in kw] if isinstance(kw, list) else None)
-            entry.at = float(item.get("at") or 0.0)
-            acts = item.get("a")
-            for key, data in acts.items() if isinstance(acts, dict) else ():
-                tally = ActionTally.from_json(str(key), data)
-                if tally is not None:
-                    entry.acts[str(key)] = tally
+            words = [str(k) for k in kw] if isinstance(kw, list) else None
+            at = item.get("at")
+            when = float(at) if isinstance(at, (int, float)) else 0.0
+            entry = TaskEntry.from_json(item["t"], words, when, item.get("a"))
             out.tasks[entry.text] = entry
         keys = body.get("keys")
         out.keys = dict.fromkeys(str(k) for k in keys) if isinstance(keys, list) else {}
@@ -322,7 +351,7 @@ def spool_records(
 ) -> list[dict[str, Any]]:
     """The records of ``scope`` captured but not yet folded into the digest: the tails of
     ``pending.jsonl`` and of any batch a drain is storing. ``needle``: only lines holding these
-    bytes are parsed (the guard's command); ``skip``: keys already folded in."""
+    bytes, in lower case, are parsed (the guard's command); ``skip``: keys already folded in."""
     directory = Path(spool_dir)
     try:
         names = sorted(n for n in os.listdir(directory) if n.startswith(BATCH_PREFIX))
@@ -331,10 +360,10 @@ def spool_records(
     out: list[dict[str, Any]] = []
     for name in [*names, PENDING]:
         data = _tail(directory / name)
-        if not data or (needle is not None and needle not in data):
+        if not data or (needle is not None and needle not in data.lower()):
             continue
         for raw in data.splitlines():
-            if needle is not None and needle not in raw:
+            if needle is not None and needle not in raw.lower():
                 continue
             try:
                 line = json.loads(raw)

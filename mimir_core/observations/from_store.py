@@ -30,8 +30,12 @@ log = logging.getLogger("mimir.observations")
 #: probability that two tasks at this cosine are the same kind of task is ~0.85
 #: (:attr:`mimir_core.recommend.RecommendTuning.topic_logit`).
 TOPIC_FLOOR = 0.5
-#: Nearest experiences looked at.
+#: Nearest experiences looked at per search...
 CANDIDATES = 100
+#: ...and, when all of them are on topic, searches again without the actions that already have
+#: this many rows, at most this many times in all.
+ENOUGH_ROWS = 8
+ROUNDS = 3
 #: Experiences a rebuilt digest starts from, the newest of its project.
 REBUILD_ROWS = 5000
 ALL_SCOPES = "*"
@@ -52,20 +56,92 @@ def context_lines(
     elif scope is not None:
         here_scope = scope_key(scope, m.redact_patterns)
         where += f" AND scope = {sql_str(here_scope)}"
-    store = m.store
-    if store.count(EXPERIENCES) == 0:
+    if m.store.count(EXPERIENCES) == 0:
         return []
-    qvec = m.embedder.embed_one(query)
-    rows = store.vector_search(
-        EXPERIENCES, qvec, where=where, limit=CANDIDATES, columns=["_rowid", DOC]
-    )
     here, elsewhere = Tallies(), Tallies()
-    for row in store.expand_docs(rows):
-        if 1.0 - float(row["_distance"]) < TOPIC_FLOOR:
-            continue
+    for row in on_topic(m, m.embedder.embed_one(query), where):
         mine = here_scope is None or (row.get("scope") or "") == here_scope
         (here if mine else elsewhere).add_record(row)
     return task_start_lines(here, elsewhere, skip=skip)
+
+
+def on_topic(m: Mimir, qvec: Any, where: str) -> list[dict[str, Any]]:
+    """The experiences within :data:`TOPIC_FLOOR` of ``qvec``, as documents.
+
+    One action repeated many times (a looping agent, or a source forging records) must not
+    fill every candidate place and hide the other actions tried on the task: when the nearest
+    :data:`CANDIDATES` are all on topic, the search runs again without the actions that already
+    have :data:`ENOUGH_ROWS` rows, up to :data:`ROUNDS` times."""
+    from ..store import sql_in
+
+    found: dict[str, dict[str, Any]] = {}
+    per_action: dict[str, int] = {}
+    skipped: list[str] = []
+    for _round in range(ROUNDS):
+        clause = where if not skipped else f"{where} AND NOT ({sql_in('action', skipped)})"
+        rows = m.store.vector_search(
+            EXPERIENCES, qvec, where=clause, limit=CANDIDATES, columns=["_rowid", DOC]
+        )
+        rows = m.store.expand_docs(rows)
+        near = [r for r in rows if 1.0 - float(r["_distance"]) >= TOPIC_FLOOR]
+        for row in near:
+            if row["id"] not in found:
+                found[row["id"]] = row
+                per_action[row["action"]] = per_action.get(row["action"], 0) + 1
+        if len(rows) < CANDIDATES or len(near) < len(rows):
+            break  # the store has no more on-topic rows than these
+        more = [a for a, n in per_action.items() if n >= ENOUGH_ROWS and a not in skipped]
+        if not more:
+            break
+        skipped += more
+    return list(found.values())
+
+
+def tool_lines(
+    m: Mimir, action: str, *, task: str | None, scope: str | None, failed: bool
+) -> list[Line]:
+    """The repeat guard (``failed=False``: ``action`` is about to run) or the note right after
+    it failed (``failed=True``; the failure is not stored yet), for an in-process host: this
+    command's attempts in this project on tasks like ``task`` (every task without one), and
+    what worked instead on them."""
+    from ..actions import normalise_action
+    from ..attempts import find_attempts
+    from .policy import after_failure_lines, before_tool_lines
+
+    akey = normalise_action(action)
+    if not akey:
+        return []
+    where = ["superseded_by IS NULL"]
+    here_scope = m.scope if scope is None else (None if scope == ALL_SCOPES else scope)
+    if here_scope is not None:
+        from ..validate import scope_key
+
+        where.append(f"scope = {sql_str(scope_key(here_scope, m.redact_patterns))}")
+    qvec = m.embedder.embed_one(task) if task else None
+    own = find_attempts(
+        m.store,
+        action,
+        where=where,
+        match="exact",
+        qvec=qvec,
+        min_similarity=TOPIC_FLOOR,
+        k=100,
+    )
+    if not own and not failed:
+        return []  # never tried here: nothing to say (and no second search)
+    mine = Tallies()
+    for hit in own:
+        mine.add_record(_record(hit.experience))
+    tasks = Tallies()
+    if qvec is not None:
+        for row in on_topic(m, qvec, " AND ".join(where)):
+            tasks.add_record(row)
+    tally = mine.get(akey)
+    if tally is not None:
+        tasks.by_key[akey] = tally
+    if failed:
+        return after_failure_lines(tally, tasks, akey)
+    return before_tool_lines(tally, tasks)
 
 
 # -- the hooks' digests --------------------------------------------------------------------------
@@ -163,4 +239,11 @@ def existing_scopes(m: Mimir) -> list[str]:
     return out
 
 
-__all__ = ["TOPIC_FLOOR", "context_lines", "existing_scopes", "fold", "rebuild"]
+__all__ = [
+    "TOPIC_FLOOR",
+    "context_lines",
+    "existing_scopes",
+    "fold",
+    "rebuild",
+    "tool_lines",
+]

@@ -42,8 +42,9 @@ def task_lines(
 
 
 def _needle(action: str) -> bytes | None:
-    """The longest word of ``action``: a spool line without it cannot be this action."""
-    words = _NEEDLE.findall(action)
+    """The longest word of ``action``, in lower case: a spool line without it cannot be this
+    action (whose case does not count)."""
+    words = _NEEDLE.findall(action.lower())
     return max(words, key=len).encode("utf-8") if words else None
 
 

@@ -382,3 +382,46 @@ def test_importing_one_adapter_imports_no_other(module: str, foreign: list[str])
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_middleware_guard_tells_the_agent_what_failed_here_before(m: Mimir) -> None:
+    """The repeat guard at the tool boundary: in a second run of the same task, the failing
+    command's result says it failed here before and what worked instead; the first run's
+    results carry nothing (no history), and a command that worked gets no note."""
+
+    @tool
+    def shell(command: str) -> str:
+        """Run a shell command."""
+        if command == "pytest tests/api":
+            raise ToolException("UndefinedTable: relation orders does not exist")
+        return "ok: 12 passed"
+
+    shell.handle_tool_error = True
+    fix = "alembic upgrade head && pytest tests/api"
+
+    def run(thread: str, prefix: str) -> list[Any]:
+        SEEN.clear()
+        model = ScriptedModel(
+            responses=[
+                call("shell", {"command": "pytest tests/api"}, f"{prefix}1"),
+                call("shell", {"command": fix}, f"{prefix}2"),
+                AIMessage("done"),
+            ]
+        )
+        agent = create_agent(
+            model, tools=[shell], middleware=[MimirMiddleware(m)], checkpointer=InMemorySaver()
+        )
+        cfg = {"configurable": {"thread_id": thread}}
+        agent.invoke({"messages": [{"role": "user", "content": "run the api tests"}]}, cfg)
+        return [msg for msg in SEEN[-1] if msg.type == "tool"]
+
+    first = run("t1", "a")
+    assert all("<mimir-memory>" not in str(msg.content) for msg in first)
+    failed, worked = run("t2", "b")
+    text = str(failed.content)
+    assert text.startswith("UndefinedTable")
+    assert "failed here before on this task: `pytest tests/api` — 1 of 1 try" in text
+    assert f"worked instead on this task: `{fix}`" in text
+    assert "<mimir-memory>" not in str(worked.content)
+    # The note is shown, never stored: the record's reason is the tool's own error.
+    assert all("mimir-memory" not in e.reason for e in m.recent(10))

@@ -85,3 +85,51 @@ def test_a_step_returning_a_command_writes_the_lessons_it_was_given(hash_mimir: 
         out = graph(step, hash_mimir).invoke({"task": "deploy"}, cfg)
         assert "mimir_lessons" in out and out["mimir_lessons"] == seen[-1], (step.__name__, out)
         assert (out["action"], out["outcome"]) == ("make release", "success")
+
+
+def test_tool_node_guard_notes_what_failed_here_before(hash_mimir: Mimir) -> None:
+    """``ToolNode(tools, wrap_tool_call=memory.wrap_tool_call)``: a call of a command that
+    failed here on this task comes back with that fact and what worked instead; after a
+    failure with no earlier one, what worked on the task; a call with no history, untouched."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import ToolException, tool
+    from langgraph.graph import MessagesState
+    from langgraph.prebuilt import ToolNode
+
+    from mimir_integrations.langgraph import MimirMemoryNode
+
+    task = "deploy the billing service to staging"
+    hash_mimir.record_failure(task, "make deploy-staging", "No rule to make target", session_id="a")
+    hash_mimir.record(task, "./scripts/deploy.sh staging", "success", session_id="a")
+
+    @tool
+    def shell(command: str) -> str:
+        """Run a shell command."""
+        if command.startswith("make"):
+            raise ToolException("make: *** No rule to make target")
+        return "deployed"
+
+    shell.handle_tool_error = True
+
+    memory = MimirMemoryNode(hash_mimir)
+    calls = iter(["make deploy-staging", "./scripts/deploy.sh staging", "kubectl apply -f x"])
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        command = next(calls)
+        tool_call = {"name": "shell", "args": {"command": command}, "id": command[:6]}
+        return {"messages": [AIMessage("", tool_calls=[tool_call])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode([shell], wrap_tool_call=memory.wrap_tool_call))
+    graph.add_edge(START, "agent").add_edge("agent", "tools").add_edge("tools", END)
+    app = graph.compile()
+    results = []
+    for _ in range(3):
+        out = app.invoke({"messages": [HumanMessage(task)]})
+        results.append(str(out["messages"][-1].content))
+    failed, worked, unknown = results
+    assert "No rule to make target" in failed
+    assert "failed here before on this task: `make deploy-staging` — 1 of 1 try" in failed
+    assert "worked instead on this task: `./scripts/deploy.sh staging`" in failed
+    assert worked == "deployed" and unknown == "deployed"

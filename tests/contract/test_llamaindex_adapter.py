@@ -116,6 +116,20 @@ async def test_a_turn_cut_by_a_flush_is_recorded_once(m: Mimir) -> None:
     ]
 
 
+async def test_the_block_says_what_failed_here_from_the_first_repeat(m: Mimir) -> None:
+    """No lesson yet: one flushed turn that failed then worked is enough for the block to name
+    the failing command and what worked instead, as observations."""
+    block = MimirMemoryBlock(mimir=m)
+    turn = [ChatMessage(role="user", content="build the frontend")]
+    turn += tool_turn("c1", "npm run build", "Error: node 16 is not supported", error=True)
+    turn += tool_turn("c2", "nvm use 20 && npm run build", "built in 4s")
+    await block.aput(turn, session_id="s1")
+    text = await block.aget([ChatMessage(role="user", content="build the frontend app")])
+    assert "- failed here: `npm run build` — 1 of 1 try" in text
+    assert "- worked here instead: `nvm use 20 && npm run build` — 1 of 1 try" in text
+    assert m.list_lessons() == []
+
+
 async def test_the_block_is_empty_without_a_user_message(m: Mimir) -> None:
     assert await MimirMemoryBlock(mimir=m).aget([]) == ""
 

@@ -120,11 +120,37 @@ def test_resources(session: Session, mimir: Any) -> None:
 
 def test_prompt(session: Session) -> None:
     prompts = session(session.client.list_prompts).prompts
-    assert [p.name for p in prompts] == ["mimir_instructions"]
+    assert [p.name for p in prompts] == ["mimir_instructions", "mimir_context"]
     got = session(session.client.get_prompt, "mimir_instructions")
     text = got.messages[0].content.text
     assert text == AGENT_INSTRUCTIONS
     assert "recall_lessons" in text and "record_failure" in text
+
+
+def test_context_prompt_shows_what_failed_here_from_the_first_repeat(
+    session: Session, mimir: Any
+) -> None:
+    """The prompt a host reads at a task's start carries the observations, fenced, with no
+    lesson admitted yet; a task with no history gets a plain sentence."""
+    from mimir_integrations.mcp_server import NOTHING_KNOWN
+
+    task = "deploy the billing service to staging"
+    for tool, args in (
+        ("record_failure", {"task": task, "action": "make deploy-staging", "reason": "No rule"}),
+        (
+            "record_experience",
+            {"task": task, "action": "./deploy.sh staging", "outcome": "success"},
+        ),
+    ):
+        assert not session.invoke(tool, args)[2]
+    got = session(session.client.get_prompt, "mimir_context", {"task": task})
+    text = got.messages[0].content.text
+    assert text.startswith("<mimir-memory>") and text.endswith("</mimir-memory>")
+    assert "- failed here: `make deploy-staging` — 1 of 1 try" in text
+    assert "- worked here instead: `./deploy.sh staging` — 1 of 1 try" in text
+    assert mimir.list_lessons() == []
+    none = session(session.client.get_prompt, "mimir_context", {"task": "bake a sourdough loaf"})
+    assert none.messages[0].content.text == NOTHING_KNOWN
 
 
 def test_concurrent_calls_share_one_store(mimir: Any) -> None:

@@ -228,6 +228,35 @@ def test_prefetch_serves_learned_lessons_and_the_next_turn_names_them(
     assert latest and all(set(shown) <= set(e.recalled_lesson_ids) for e in latest)
 
 
+def test_the_next_turn_after_a_failing_one_hears_what_failed_without_any_lesson(
+    provider: MimirMemoryProvider, hermes_home: Path
+) -> None:
+    """From the first repeat: one session that failed then worked is enough for the next
+    turn's memory context to name the failing command and what worked instead."""
+    provider.sync_turn(TASK, "ok", session_id="s1", messages=session(1))
+    settle(provider)
+    text = provider.prefetch("get the payments integration tests passing")
+    assert "- failed here: `pytest tests/integration` — 1 of 1 try, in 1 session" in text
+    assert "worked here instead: `alembic upgrade head && pytest tests/integration`" in text
+    assert 'relation "orders" does not exist' in text
+    assert store(hermes_home).list_lessons() == []
+
+
+def test_prefetch_while_the_store_loads_reads_the_digests(hermes_home: Path) -> None:
+    """A host's first turn, before the store and model are ready: the signed digests answer
+    with the same observations as a hook would give."""
+    first = MimirMemoryProvider()
+    first.initialize("a", hermes_home=str(hermes_home), platform="cli", agent_context="primary")
+    first.sync_turn(TASK, "ok", session_id="a", messages=session(1))
+    settle(first)
+    first.shutdown()
+    fresh = MimirMemoryProvider()
+    fresh.initialize("b", hermes_home=str(hermes_home), platform="cli", agent_context="primary")
+    text = fresh._memory.live._digest(TASK, 2000)
+    assert "- failed here: `pytest tests/integration`" in text
+    fresh.shutdown()
+
+
 def test_prefetch_is_bounded_when_the_store_is_busy(
     provider: MimirMemoryProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -408,6 +408,7 @@ def test_the_hook_cost_benchmark_runs() -> None:
 
     res = measure(rounds=1, lessons=20)
     assert res["inject_answered"] and res["records_spooled"] == 2  # warm-up + one round
+    assert res["guard_answered"] and res["guard_new_over_bare"] > 0
     assert {"bare", "capture", "capture-noise", "failure", "inject"} <= set(res)
 
 
