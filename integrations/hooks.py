@@ -180,13 +180,16 @@ class HookContext:
                     self.spool, scope, task, action, key, ask_after=_ask_after()
                 )
                 lines = found.lines
+                if lines and ev.event_id:  # its failure, if it fails, need not repeat this
+                    self.capture.note_warned(ev.session_id, ev.event_id)
                 if found.ask:
                     ask = "Mimir: " + "; ".join(line.text for line in found.lines)
             if lessons_before_tools:
                 query = f"{task}\n{describe_action(ev.tool, ev.tool_input)}".strip()
         elif ev.kind == "tool" and not ev.ok:
             failed = self.capture.last_failure
-            if scope is not None and failed is not None:
+            warned = bool(ev.event_id) and self.capture.was_warned(ev.session_id, ev.event_id)
+            if scope is not None and failed is not None and not warned:
                 from mimir_core.observations.attempt_digest import record_key
 
                 lines = guard.after_failure(

@@ -239,6 +239,17 @@ class Capture:
         self._save_meta(session_id, meta)
         return fresh
 
+    def note_warned(self, session_id: str, event_id: str) -> None:
+        """The repeat guard warned before the tool call ``event_id``: what its failure would
+        say (it failed before, what worked instead) was just said."""
+        meta = self.meta(session_id)
+        meta["warned"] = [*list(meta.get("warned") or []), event_id][-20:]
+        self._save_meta(session_id, meta)
+
+    def was_warned(self, session_id: str, event_id: str) -> bool:
+        """Whether :meth:`note_warned` was called for ``event_id`` in this session."""
+        return event_id in (self.meta(session_id).get("warned") or [])
+
     def reset_context(self, session_id: str) -> None:
         """The host's context was reset (new, cleared or compacted): blocks may be given again."""
         meta = self.meta(session_id)

@@ -56,6 +56,7 @@ class Line(NamedTuple):
 # -- wording -----------------------------------------------------------------------------------
 
 _EXIT_LINE = re.compile(r"^(exit code|exit status|returned)\s*-?\d+\.?$", re.IGNORECASE)
+_EXIT_PREFIX = re.compile(r"^(exit code|exit status)\s*-?\d+\s*[:;,]\s*", re.IGNORECASE)
 _ERRORISH = re.compile(
     r"error|fail|not found|no such|denied|refused|exception|cannot|can't|unable|missing|"
     r"no rule|invalid|unknown|undefined|timed? ?out|fatal",
@@ -66,8 +67,8 @@ _ERRORISH = re.compile(
 def error_gist(text: str, limit: int = ERROR_CHARS) -> str:
     """The line of an error that says what went wrong ("Exit code 2" says nothing): the last
     line that reads like an error, else the last line; clipped."""
-    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
-    lines = [ln for ln in lines if not _EXIT_LINE.match(ln) and ln not in ("…", "...")]
+    lines = [_EXIT_PREFIX.sub("", ln.strip()) for ln in str(text).splitlines()]
+    lines = [ln for ln in lines if ln and not _EXIT_LINE.match(ln) and ln not in ("…", "...")]
     if not lines:
         return ""
     pick = next((ln for ln in reversed(lines) if _ERRORISH.search(ln)), lines[-1])

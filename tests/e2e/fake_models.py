@@ -4,6 +4,10 @@ Both follow one script language in the last user message that contains it:
 ``CALL:toolA,toolB ARGS={json}`` calls the tools one per round trip (when the host offers
 them), then answers ``FINAL: tool said <last tool result>``; without ``CALL:`` they answer a
 greeting. Every request body is kept in ``server.requests`` for assertions.
+
+``server.script = [(tool, args), ...]`` (opt-in) replaces the language: after each user prompt
+the model calls those tools in order, each with its own arguments, then answers ``FINAL: ...``;
+the prompt then holds only the user's words (what a memory keyed on the task text sees).
 """
 
 from __future__ import annotations
@@ -35,6 +39,27 @@ def _text(content: Any) -> str:
     if isinstance(content, list):
         return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return ""
+
+
+def decide_script(body: dict[str, Any], script: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The next step of ``server.script`` for either API: the calls not yet answered since the
+    last user prompt (a user message that is no tool result), then the final answer."""
+    msgs = body.get("messages", [])
+    tools = {t.get("name") or t.get("function", {}).get("name") for t in body.get("tools") or []}
+
+    def results(m: dict[str, Any]) -> list[Any]:
+        if m.get("role") == "tool":
+            return [m.get("content")]
+        return [b.get("content") for b in _blocks(m) if b.get("type") == "tool_result"]
+
+    prompt = max(
+        (i for i, m in enumerate(msgs) if m.get("role") == "user" and not results(m)), default=-1
+    )
+    done = [r for m in msgs[prompt + 1 :] for r in results(m)]
+    if len(done) < len(script):
+        name, args = script[len(done)]
+        return {"tool": name, "args": args} if name in tools else {"text": f"(no tool {name})"}
+    return {"text": "FINAL: tool said " + (_text(done[-1])[:300] if done else "nothing")}
 
 
 def decide_anthropic(body: dict[str, Any]) -> dict[str, Any]:
@@ -133,7 +158,8 @@ class _Handler(BaseHTTPRequestHandler):
         return self._openai(body)
 
     def _anthropic(self, body: dict[str, Any]) -> None:
-        d = decide_anthropic(body)
+        script = self.server.script
+        d = decide_script(body, script) if script else decide_anthropic(body)
         mid = "msg_" + uuid.uuid4().hex[:12]
         model = body.get("model", "claude-fake")
         usage = {
@@ -206,7 +232,8 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _openai(self, body: dict[str, Any]) -> None:
-        d = decide_openai(body)
+        script = self.server.script
+        d = decide_script(body, script) if script else decide_openai(body)
         cid, now = "chatcmpl-" + uuid.uuid4().hex[:12], int(time.time())
         usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
         if "tool" in d:
@@ -278,6 +305,7 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.kind = kind
         self.requests: list[dict[str, Any]] = []
+        self.script: list[tuple[str, dict[str, Any]]] = []
 
     @property
     def url(self) -> str:

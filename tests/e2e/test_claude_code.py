@@ -2,8 +2,10 @@
 
 Claude Code talks to a fake Anthropic Messages server on 127.0.0.1 (no network) in a sandboxed
 HOME. Proven here: a failing tool call becomes a failure experience in the store, a lesson
-reaches the model's request as injected context, the plugin validates, and ``mimir uninstall``
-removes exactly what setup added.
+reaches the model's request as injected context, the plugin validates, ``mimir uninstall``
+removes exactly what setup added, and from the first repeat of a task the observations of past
+attempts (what failed here, what worked instead) reach the model at the prompt and with the
+repeated command, with no ingest or consolidation in between.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_models import fake_model_server
@@ -136,3 +139,141 @@ def test_plugin_validates_with_the_real_cli(claude: Path, tmp_path: Path) -> Non
     assert hooks == hooks_config("mimir hook claude-code")
     mcp = json.loads((PLUGIN / ".mcp.json").read_text())["mcpServers"]["mimir"]
     assert mcp == {"command": "mimir", "args": ["mcp"]}
+
+
+FAILING = "make deploy-staging"
+WORKING = "./scripts/deploy.sh staging billing"
+MAKE_ERROR = "No rule to make target 'deploy-staging'"
+
+
+def billing_project(home: Path) -> Path:
+    """A git project whose Makefile has no ``deploy-staging`` target (``make`` exits 2) and
+    whose deploy script works."""
+    project = home / "billing"
+    (project / ".git").mkdir(parents=True)
+    (project / "Makefile").write_text("test:\n\t@echo tests pass\n")
+    deploy = project / "scripts" / "deploy.sh"
+    deploy.parent.mkdir()
+    deploy.write_text('#!/bin/sh\necho "deployed $2 to $1"\n')
+    deploy.chmod(0o755)
+    return project
+
+
+def deploy_session(claude: Path, home: Path, project: Path, server: Any, prompt: str) -> list[Any]:
+    """One ``claude -p`` session whose model runs the failing command, then the working one;
+    returns the Messages requests it made (the prompt holds only the user's words)."""
+    server.requests.clear()
+    server.script = [
+        ("Bash", {"command": FAILING, "description": "deploy with make"}),
+        ("Bash", {"command": WORKING, "description": "deploy with the script"}),
+    ]
+    out = subprocess.run(
+        [str(claude), "-p", prompt, "--allowedTools", "Bash", "--output-format", "json"],
+        env=claude_env(
+            home, claude, ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="sk-ant-fake"
+        ),
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    said = json.loads(out.stdout)["result"]
+    assert "FINAL: tool said deployed billing to staging" in said, said
+    return [r["body"] for r in server.requests if "/v1/messages" in r["path"]]
+
+
+def texts(message: dict[str, Any]) -> list[str]:
+    content = message["content"]
+    if isinstance(content, str):
+        return [content]
+    return [b["text"] for b in content if b.get("type") == "text"]
+
+
+def tool_use_id(requests: list[Any], command: str) -> str:
+    return next(
+        b["id"]
+        for body in requests
+        for m in body["messages"]
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b.get("type") == "tool_use" and b["input"].get("command") == command
+    )
+
+
+def test_observations_reach_the_model_from_the_first_repeat(claude: Path, tmp_path: Path) -> None:
+    """Facts of past attempts reach the real Claude Code's model from the first repeat, with no
+    ingest and no consolidation between the sessions (``MIMIR_AUTO_CONSOLIDATE=0``): the hooks
+    read the signed attempts digest and the spool's tail.
+
+    Session 1 ("deploy the billing service to staging") runs ``make deploy-staging`` (exit 2, no
+    such target), then ``./scripts/deploy.sh staging billing`` (works); Mimir shows nothing, as
+    nothing was tried before. Session 2 ("deploy billing to the staging environment": other
+    words, the same task) gets:
+
+    * in its first request, before any tool ran, the ``UserPromptSubmit`` context: a
+      ``<mimir-memory>`` block naming the make command as failed here (with make's error) and
+      the script as what worked instead;
+    * when its model runs ``make deploy-staging`` again, the ``PreToolUse`` repeat guard
+      (``failed here before on this task``). Claude Code 2.1.112 renders a hook's
+      ``additionalContext`` as a ``<system-reminder>`` text ``PreToolUse:Bash hook additional
+      context: <text>``, and delivers it in the user message that carries the tool's *result*
+      (after the ``tool_result`` block): the model reads the guard after the command ran, in
+      the next request, not before it runs. The failure that follows adds no second block (the
+      guard said it), and the guard says nothing before the script that worked.
+
+    No hook logged an error, and setup installed the ``PreToolUse`` hook for every tool.
+    """
+    home = tmp_path / "home"
+    project = billing_project(home)
+    env = claude_env(home, claude)
+    assert env["MIMIR_AUTO_CONSOLIDATE"] == "0"
+    mimir_cli(env, "setup", "claude-code")
+    hooks = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]
+    assert hooks["PreToolUse"] == hooks["PostToolUse"], hooks  # the same Mimir hook command
+    assert hooks["PreToolUse"][0]["matcher"] == "*"
+    assert hooks["PreToolUse"][0]["hooks"][0]["command"].endswith("hook claude-code")
+
+    with fake_model_server("anthropic") as server:
+        first = deploy_session(
+            claude, home, project, server, "deploy the billing service to staging"
+        )
+        second = deploy_session(
+            claude, home, project, server, "deploy billing to the staging environment"
+        )
+    assert len(first) == len(second) == 3  # prompt, after make, after the script
+    assert not any("<mimir-memory>" in json.dumps(body) for body in first)
+
+    # (a) The first request of session 2, before any tool ran: the task-start observations.
+    [prompt_message] = second[0]["messages"]
+    injected = [t for t in texts(prompt_message) if "<mimir-memory>" in t]
+    assert len(injected) == 1, texts(prompt_message)
+    shown = injected[0]
+    assert "UserPromptSubmit hook additional context: <mimir-memory>" in shown
+    assert "Observed on tasks like this (facts from past attempts, not rules):" in shown
+    assert f"- failed here: `{FAILING}` — 1 of 1 try, in 1 session; last error:" in shown
+    assert MAKE_ERROR in shown
+    assert f"- worked here instead: `{WORKING}` — 1 of 1 try, in 1 session" in shown
+    assert texts(prompt_message)[-1] == "deploy billing to the staging environment"
+
+    # (b) The request after the model ran make again: its result, then the repeat guard.
+    make_id = tool_use_id(second, FAILING)
+    after_make = second[1]["messages"][-1]
+    blocks = after_make["content"]
+    assert blocks[0]["type"] == "tool_result" and blocks[0]["tool_use_id"] == make_id
+    assert blocks[0]["is_error"] and MAKE_ERROR in json.dumps(blocks[0]["content"])
+    [guard] = [t for t in texts(after_make) if "PreToolUse:Bash hook additional context" in t]
+    assert guard.startswith("<system-reminder>\nPreToolUse:Bash hook additional context: <mimir")
+    assert f"- failed here before on this task: `{FAILING}` — 1 of 1 try, in 1 session" in guard
+    assert "never worked" in guard and MAKE_ERROR in guard
+    assert f"- worked instead on this task: `{WORKING}`" in guard
+    after = [t for t in texts(after_make) if "<mimir-memory>" in t]
+    # The failure's own note would say the same again: the guard already said it.
+    assert after == [guard], after
+    # The script that worked draws no guard: its result comes alone.
+    after_script = second[2]["messages"][-1]
+    assert tool_use_id(second, WORKING) == after_script["content"][0]["tool_use_id"]
+    assert not [t for t in texts(after_script) if "<mimir-memory>" in t]
+
+    hooks_log = home / ".mimir" / "logs" / "hooks.log"
+    assert not hooks_log.exists(), hooks_log.read_text()[-3000:]

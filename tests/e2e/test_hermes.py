@@ -15,7 +15,9 @@ admitted reliably. Proven here:
 * the next session's request to the model carries that lesson inside ``<memory-context>``, and
   the attempts of that session name the lesson as recalled (evidence for the gate);
 * Mimir's tools work through Hermes' tool loop;
-* ``mimir uninstall hermes`` restores the config and removes the plugin, keeping the data.
+* ``mimir uninstall hermes`` restores the config and removes the plugin, keeping the data;
+* without consolidation, from the first repeat of a task the next turn's ``<memory-context>``
+  carries the observations of past attempts (what failed here, what worked instead).
 """
 
 from __future__ import annotations
@@ -239,3 +241,132 @@ def test_setup_capture_learn_and_recall_with_real_hermes(
     assert not (hermes_home / "plugins" / "mimir").exists()
     assert (home / "store").is_dir()
     assert yaml.safe_load(config.read_text())["model"]["default"] == "fake-model"
+
+
+DEPLOY_FAILS = "make deploy-staging"
+DEPLOY_WORKS = "./scripts/deploy.sh staging billing"
+MAKE_ERROR = "No rule to make target 'deploy-staging'"
+TURNS_DRIVER = """\
+import json, sys, time
+import run_agent
+from hermes_cli.oneshot import run_oneshot  # what `hermes -z PROMPT` runs
+
+TURNS = json.load(open(sys.argv[1]))
+one_turn = run_agent.AIAgent.run_conversation
+
+
+def turns(agent, _prompt, **kwargs):
+    # One Hermes session, several user turns, as `hermes chat` runs them.
+    history, result = None, {}
+    for n, prompt in enumerate(TURNS):
+        if n:
+            # Hermes' own barrier (sync_turn and queue_prefetch have run), then until Mimir's
+            # store is open: this turn's prefetch is Mimir.context() on the store.
+            assert agent._memory_manager.flush_pending(60)
+            [mimir] = [p for p in agent._memory_manager.providers if p.name == "mimir"]
+            live, deadline = mimir._memory.live, time.monotonic() + 60
+            while not live.ready and live.error is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert live.ready, f"Mimir's store did not open: {live.error}"
+        result = one_turn(agent, prompt, conversation_history=history)
+        history = result.get("messages")
+    return result
+
+
+run_agent.AIAgent.run_conversation = turns
+sys.exit(run_oneshot("(the turns of TURNS)"))
+"""
+
+
+def memory_context(requests: list[dict[str, Any]], prompt: str) -> str:
+    """The ``<memory-context>`` block Hermes sent with ``prompt`` in its first request for it."""
+    shown = [u for u in user_messages(requests) if u.startswith(prompt)]
+    assert shown, f"{prompt!r} never reached the model"
+    text = shown[0]
+    assert "<memory-context>" in text and "</memory-context>" in text, text
+    return text[text.index("<memory-context>") : text.index("</memory-context>")]
+
+
+def test_observations_reach_the_next_turn_without_consolidation(
+    venv: Path, llm: Any, tmp_path: Path, fast_embedder: object
+) -> None:
+    """Facts of past attempts reach the real Hermes' model from the first repeat, with no
+    consolidation (``MIMIR_AUTO_CONSOLIDATE=0``) and no lesson, through the real MiniLM
+    embedder (Mimir's default).
+
+    In every session the ``terminal`` tool runs ``make deploy-staging`` (exit 2: no such
+    target; Hermes reports the call as fine, the failure is only in the exit code), then
+    ``./scripts/deploy.sh staging billing`` (works; not a read-only command, so it is
+    recorded). The prompts hold only the user's words (the fake model's script is kept on the
+    server), so the tasks match by their wording alone. Proven:
+
+    * session 1 ("Deploy the billing service to staging.") is shown no observation: nothing
+      was tried before;
+    * session 2, turn 1, with other words ("Deploy billing to the staging environment."): the
+      request carries inside ``<memory-context>`` Mimir's block naming the make command as
+      failed here (with make's error) and the script as what worked instead, 1 of 1 try each
+      (in a new Hermes process the store is usually still opening at the first prefetch: the
+      signed attempts digest with the spool's tail then answers, in the same words);
+    * session 2, turn 2 (the driver waits for Hermes' sync barrier and for Mimir's store to be
+      open, so the answer is ``Mimir.context()``: the experiences on topic by vector
+      similarity): both sessions' attempts, 2 of 2 tries in 2 sessions each, so turn 1's
+      attempts went through ``sync_turn`` → spool → ingest. (Hermes replays turn 1's block with
+      turn 1's message in the history: the model then sees both blocks.)
+    * no lesson exists: all of this is observations, not consolidation.
+    """
+    from mimir_core import Mimir
+
+    hermes_home = tmp_path / "hermes-home"
+    hermes_home.mkdir()
+    workdir = tmp_path / "billing"
+    (workdir / ".git").mkdir(parents=True)
+    (workdir / "Makefile").write_text("test:\n\t@echo tests pass\n")
+    deploy = workdir / "scripts" / "deploy.sh"
+    deploy.parent.mkdir()
+    deploy.write_text('#!/bin/sh\necho "deployed $2 to $1"\n')
+    deploy.chmod(0o755)
+    (hermes_home / "config.yaml").write_text(CONFIG.format(url=llm.url))
+    env = {**hermes_env(venv, hermes_home), "MIMIR_AUTO_CONSOLIDATE": "0"}
+    run([str(venv / "bin" / "mimir"), "setup", "hermes"], env, workdir)
+    llm.script = [
+        ("terminal", {"command": DEPLOY_FAILS}),
+        ("terminal", {"command": DEPLOY_WORKS}),
+    ]
+
+    # -- session 1: make fails, the script works; nothing to show yet --------------------------
+    first = "Deploy the billing service to staging."
+    answer = run([str(venv / "bin" / "hermes"), "-z", first], env, workdir)
+    assert "FINAL: tool said" in answer and "deployed billing to staging" in answer, answer
+    assert not [u for u in user_messages(llm.requests) if "Observed on tasks" in u]
+
+    # -- session 2: two turns, the same task in other words ------------------------------------
+    llm.requests.clear()
+    again = [
+        "Deploy billing to the staging environment.",
+        "Deploy the billing service to staging, please.",
+    ]
+    turns = tmp_path / "turns.json"
+    turns.write_text(json.dumps(again))
+    driver = tmp_path / "turns_driver.py"
+    driver.write_text(TURNS_DRIVER)
+    answer = run([str(venv / "bin" / "python"), str(driver), str(turns)], env, workdir)
+    assert "deployed billing to staging" in answer, answer
+
+    block = memory_context(llm.requests, again[0])
+    assert "<mimir-memory>" in block and "Observed on tasks like this" in block, block
+    assert f"- failed here: `{DEPLOY_FAILS}` — 1 of 1 try, in 1 session; last error:" in block
+    assert MAKE_ERROR in block
+    assert f"- worked here instead: `{DEPLOY_WORKS}` — 1 of 1 try, in 1 session" in block
+
+    block = memory_context(llm.requests, again[1])
+    assert f"- failed here: `{DEPLOY_FAILS}` — 2 of 2 tries, in 2 sessions; last error:" in block
+    assert f"- worked here instead: `{DEPLOY_WORKS}` — 2 of 2 tries, in 2 sessions" in block
+
+    home = hermes_home / "mimir"
+    m = Mimir(home, embedder=fast_embedder, auto_consolidate=False)  # type: ignore[arg-type]
+    try:
+        assert not m.list_lessons(), "a lesson exists: this was not observations alone"
+        tried = sorted((e.action, e.outcome) for e in m.recent(20, scope="*"))
+        assert tried == [(DEPLOY_WORKS, "success")] * 3 + [(DEPLOY_FAILS, "failure")] * 3
+    finally:
+        m.close()

@@ -79,10 +79,24 @@ def test_claude_code_speaks_up_from_the_first_repeat_without_any_drain(home: Pat
     assert f"- failed here before on this task: `{BAD}` — 1 of 1 try, in 1 session" in pre
     assert second[2]["hookSpecificOutput"]["hookEventName"] == "PreToolUse"
     assert "permissionDecision" not in second[2]["hookSpecificOutput"]
-    assert f"failed here before on this task too: `{BAD}` — 1 earlier failure" in post
-    for block in (prompt, pre, post):
+    assert post == ""  # the guard said it before this very call: not said twice
+    for block in (prompt, pre):
         assert block.startswith("<mimir-memory>\n") and block.endswith("\n</mimir-memory>")
         assert "Observed on tasks like this (facts from past attempts, not rules):" in block
+    # A host that runs no pre-tool hook still hears it right after the failure.
+    base = {"session_id": "s3", "transcript_path": "/t.jsonl", "cwd": CWD}
+    hook(home, {**base, "hook_event_name": "UserPromptSubmit", "prompt": TASK})
+    failure = {
+        **base,
+        "hook_event_name": "PostToolUseFailure",
+        "tool_name": "Bash",
+        "tool_input": {"command": BAD},
+        "tool_use_id": "s3-0",
+        "error": ERR,
+    }
+    after = context(hook(home, failure))
+    assert f"failed here before on this task too: `{BAD}` — 2 earlier failures" in after
+    assert f"worked instead on this task: `{GOOD}`" in after
     assert not (home / "logs" / "hooks.log").exists()
     assert not list((home / "spool" / "local").glob("attempts/*.json"))  # no drain ran
 
