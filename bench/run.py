@@ -18,7 +18,9 @@ like hook processes or the mimir-learn worker, are not included). Parts:
 * ``spool_drain``: records/s of ``Mimir.ingest`` draining what hooks spooled (this module);
 * ``hook_cost``: ``mimir hook`` per tool call against a bare ``python -c pass``;
 * ``mcp_startup``: MCP server start-up to the first ``tools/list`` answer;
-* ``consolidation``: a full consolidation's seconds per 1,000 experiences (:mod:`bench.lessons`).
+* ``consolidation``: a full consolidation's seconds per 1,000 experiences (:mod:`bench.lessons`);
+* ``hosts``: what an agent in each host is shown of past attempts and how often it still repeats
+  a failed command, against a no-memory baseline (:mod:`bench.hosts`).
 
 Saves ``bench/results/run-<stamp>.json``: every part's own JSON, its seconds, exit code and
 peak RSS, a summary of the headline figures (medians and ratios), seeds, versions and machine.
@@ -52,6 +54,7 @@ PARTS = (
     "hook_cost",
     "mcp_startup",
     "consolidation",
+    "hosts",
 )
 
 
@@ -247,6 +250,10 @@ def _commands(quick: bool, with_learn: bool, out: Path) -> dict[str, tuple[list[
         "consolidation": (
             [*m, "bench.lessons", "--json", f["consolidation"]]
             + (["--skip-quality", "--sizes", "1000"] if quick else []),
+            "file",
+        ),
+        "hosts": (
+            [*m, "bench.hosts", "--json", "--out", f["hosts"], *(["--quick"] if quick else [])],
             "file",
         ),
     }
