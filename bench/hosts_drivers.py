@@ -8,7 +8,8 @@ off (``MIMIR_AUTO_CONSOLIDATE=0``): no lesson is ever made, what is shown is obs
 
 * ``claude-code`` / ``cline``: one real ``python -m mimir_integrations.cli hook <host>`` process
   per event, with the payload shapes the hosts send (``HOME``, ``MIMIR_HOME`` in the temporary
-  directory; ``cwd`` / ``workspaceRoots`` = the project);
+  directory; ``cwd`` / ``workspaceRoots`` = the project); at a session's end, ``mimir ingest``
+  as the host's end-of-session hook starts it in the background in a default install;
 * ``hermes``: :class:`mimir_integrations.hermes.MimirMemoryProvider`, a new one per session (a
   Hermes run is a process), its callbacks in Hermes' order, in the project's directory;
 * ``langgraph``: a compiled graph (``recall`` → ``agent`` ⇄ ``tools`` → ``record``) with
@@ -107,6 +108,21 @@ class HookDriver(Driver):
         out = proc.stdout.strip()
         return json.loads(out) if out else None
 
+    def drain(self) -> None:
+        """What a session's end starts in the background in a default install (``mimir
+        ingest``, here without the consolidation), run to its end: sessions of real work are
+        minutes apart, so the next one finds what it stored (the spool drained, the attempts
+        digest and its topics current). Lessons are never made here."""
+        proc = subprocess.run(
+            [PY, "-m", "mimir_integrations.cli", "ingest", "--home", str(self.home)],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"mimir ingest exited {proc.returncode}: {proc.stderr}")
+
 
 class ClaudeCode(HookDriver):
     host = "claude-code"
@@ -152,6 +168,7 @@ class ClaudeCode(HookDriver):
     def end(self, s: Session, turn: Turn) -> None:
         self._event(s, "Stop", stop_hook_active=False, last_assistant_message="Done.")
         self._event(s, "SessionEnd", reason="other")
+        self.drain()
 
 
 class Cline(HookDriver):
@@ -190,6 +207,7 @@ class Cline(HookDriver):
 
     def end(self, s: Session, turn: Turn) -> None:
         self._event(s, "TaskComplete", taskComplete={"taskMetadata": {"task": s.ask}})
+        self.drain()
 
 
 # -- in-process hosts ----------------------------------------------------------------------------

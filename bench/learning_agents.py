@@ -16,13 +16,30 @@
 NAIVE and WARM work through one handle per repo on one shared store (``scope`` = the repo, as
 each project's agent would), so evidence from the same repo counts most.
 
-Every agent is told the task text, its repo (the scope it works in) and the plausible actions
-(what an LLM agent would come up with by itself); never the family or the hidden rates.
+Two more arms measure what a user gets, and what the best one could get:
+
+* GENERIC: the policy most users write, the one mimir-learn documents ("reuse the strategy when
+  confidence is high, explore when it is low"): ``recommend(task, explore=True)``; its action is
+  run when its confidence is at least :data:`GENERIC_THRESHOLD` and it is among the plausible
+  actions, else an untried plausible action (:func:`generic_choice`); every outcome recorded. No
+  lessons, no recall, no attempts. The same policy drives mimir-learn 0.1.5 (``generic_learn``,
+  :mod:`bench.learning_mimir_learn`), so the two differ only in the library's ``recommend``.
+* CEILING: told each task's family (which no other agent is), Thompson sampling with Beta(1, 1)
+  priors over that family's actions, with counts per (family, context tag): the hidden rates
+  depend on the repo (dev stream) or the environment (ops stream), so one count per family would
+  average incompatible contexts. The reference of the issue's gate ("Mimir >= 0.9 x the
+  per-family Thompson ceiling in the second half"). Plain counts, no discounting: under drift it
+  adapts as slowly as any stationary bandit.
+
+Every agent is told the task text, its repo (the scope it works in; the environment in the ops
+stream) and the plausible actions (what an LLM agent would come up with by itself); never the
+family (CEILING excepted) or the hidden rates.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -53,6 +70,10 @@ class Choice:
     """What recommend said, whether followed or not: (action, expected_success, confidence).
     The environment's common random numbers tell what that action would have done on this
     task, so calibration is measured on every recommendation, not only the followed ones."""
+    asked: bool = False
+    """The generic arms: recommend was asked (``rec`` then says what it returned)."""
+    rec: tuple[str, float] | None = None
+    """The generic arms: what recommend returned, (action, confidence), ``None`` for nothing."""
 
 
 class Cold:
@@ -68,12 +89,13 @@ class Cold:
         return None
 
 
-def _handles(home: Path, embedder: Any) -> dict[str, Mimir]:
+def _handles(home: Path, embedder: Any, contexts: Sequence[str] = REPOS) -> dict[str, Mimir]:
     """One handle per repo on one shared store, as each repo's agent would have (its project is
-    its scope: recall, recommend and lessons prefer that repo's evidence, others' counts less)."""
-    first = Mimir(home, embedder=embedder, scope=REPOS[0], auto_consolidate=False)
-    out = {REPOS[0]: first}
-    for repo in REPOS[1:]:  # share the loaded embedding model
+    its scope: recall, recommend and lessons prefer that repo's evidence, others' counts less).
+    ``contexts``: the stream's context tags (the ops stream's environments)."""
+    first = Mimir(home, embedder=embedder, scope=contexts[0], auto_consolidate=False)
+    out = {contexts[0]: first}
+    for repo in contexts[1:]:  # share the loaded embedding model
         out[repo] = Mimir(home, embedder=first.embedder, scope=repo, auto_consolidate=False)
     return out
 
@@ -85,7 +107,7 @@ def _record(m: Mimir, key: str, task: Task, choice: Choice, success: bool) -> st
         choice.action,
         "success" if success else "failure",
         reason=None if success else reason,
-        context={"repo": task.repo},
+        context={task.context_key: task.repo},
         recalled_lesson_ids=choice.lesson_ids or None,
         created_at=T0 + timedelta(minutes=task.index),
         idempotency_key=f"learn-{key}-{task.index}",
@@ -96,10 +118,12 @@ def _record(m: Mimir, key: str, task: Task, choice: Choice, success: bool) -> st
 class Naive:
     name = "naive"
 
-    def __init__(self, seed: int, home: Path, embedder: Any) -> None:
+    def __init__(
+        self, seed: int, home: Path, embedder: Any, contexts: Sequence[str] = REPOS
+    ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
-        self.handles = _handles(home, embedder)
+        self.handles = _handles(home, embedder, contexts)
         self.exp_ids: dict[str, Task] = {}
 
     def choose(self, task: Task) -> Choice:
@@ -131,11 +155,18 @@ class Admitted:
 class Warm:
     name = "warm"
 
-    def __init__(self, seed: int, home: Path, embedder: Any, consolidate_every: int) -> None:
+    def __init__(
+        self,
+        seed: int,
+        home: Path,
+        embedder: Any,
+        consolidate_every: int,
+        contexts: Sequence[str] = REPOS,
+    ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
-        self.handles = _handles(home, embedder)
-        self.m = self.handles[REPOS[0]]
+        self.handles = _handles(home, embedder, contexts)
+        self.m = self.handles[contexts[0]]
         self.every = consolidate_every
         self.exp_ids: dict[str, Task] = {}
         self.admitted: list[Admitted] = []
@@ -223,3 +254,90 @@ class Warm:
             self.consolidate_seconds += time.perf_counter() - started
             self.consolidations += 1
             self.admitted += [Admitted(i, task.index) for i in report.admitted]
+
+
+# -- what users write, and the best one could do -------------------------------------------------
+
+GENERIC_THRESHOLD = 0.3
+"""The confidence at which the generic policy trusts a recommendation (mimir-learn's README:
+"a conservative success rate you can threshold on")."""
+
+
+def generic_choice(
+    rng: random.Random,
+    task: Task,
+    tried: dict[str, set[str]],
+    rec: tuple[str, float] | None,
+    expected: float | None = None,
+) -> Choice:
+    """The generic policy, shared by the Mimir and mimir-learn arms so that only ``recommend``
+    differs: run the recommended action when its confidence is at least
+    :data:`GENERIC_THRESHOLD` and it is plausible; otherwise an untried plausible action,
+    uniformly.
+
+    "Untried" is the simplest reading a user's loop can implement without asking memory: the
+    plausible actions this agent has not run on a task with exactly this text (``tried``: its
+    own log, text -> actions run; a text recurs, a family is unknown to it). When every
+    plausible action was run on this text, uniformly among all of them. A low-confidence
+    recommendation is treated like none (its action may still be drawn as any other).
+    ``expected``: the library's point estimate, kept for calibration (``Choice.recommended``)."""
+    cands = task.family.commands
+    said = None if rec is None else (rec[0], expected if expected is not None else rec[1], rec[1])
+    if rec is not None and rec[1] >= GENERIC_THRESHOLD and rec[0] in cands:
+        return Choice(rec[0], "recommend", rec[1], [], expected, said, asked=True, rec=rec)
+    done = tried.get(task.text, set())
+    untried = [c for c in cands if c not in done]
+    return Choice(rng.choice(untried or cands), "explore", None, [], None, said, True, rec)
+
+
+class Generic:
+    """The GENERIC arm on Mimir: :func:`generic_choice` over ``Mimir.recommend``, one handle
+    per context tag (scope = the repo or environment, as WARM's), every outcome recorded with an
+    idempotency key and a time from the task index."""
+
+    name = "generic"
+
+    def __init__(
+        self, seed: int, home: Path, embedder: Any, contexts: Sequence[str] = REPOS
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.handles = _handles(home, embedder, contexts)
+        self.tried: dict[str, set[str]] = {}
+
+    def choose(self, task: Task) -> Choice:
+        m = self.handles[task.repo]
+        rec = m.recommend(task.text, explore=True, seed=self.rng.randrange(2**31))
+        if rec is None:
+            return generic_choice(self.rng, task, self.tried, None)
+        return generic_choice(
+            self.rng, task, self.tried, (rec.action, rec.confidence), rec.expected_success
+        )
+
+    def learn(self, task: Task, choice: Choice, success: bool) -> None:
+        self.tried.setdefault(task.text, set()).add(choice.action)
+        _record(self.handles[task.repo], f"{self.name}-{self.seed}", task, choice, success)
+
+
+class Ceiling:
+    """The CEILING arm: knows each task's family; Thompson sampling, Beta(1, 1) priors, one
+    count per (family, context tag, action). No memory library involved."""
+
+    name = "ceiling"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.counts: dict[tuple[str, str, str], list[int]] = {}
+
+    def choose(self, task: Task) -> Choice:
+        best, top = task.family.commands[0], -1.0
+        for c in task.family.commands:  # in the family's order: ties go to the first
+            s, f = self.counts.get((task.family.name, task.repo, c), (0, 0))
+            draw = self.rng.betavariate(1 + s, 1 + f)
+            if draw > top:
+                best, top = c, draw
+        return Choice(best, "thompson")
+
+    def learn(self, task: Task, choice: Choice, success: bool) -> None:
+        n = self.counts.setdefault((task.family.name, task.repo, choice.action), [0, 0])
+        n[0 if success else 1] += 1

@@ -6,12 +6,19 @@ fix works in one repo and fails in another), one trap (an action that looks righ
 fails) and, for two families, drift (rates that change halfway through the stream, so stale
 knowledge must fade). Every arm meets the same stream and the same luck: task ``t`` succeeds
 with action ``a`` iff ``stream[t].luck < rate(a)`` (common random numbers across arms).
+
+This is the ``dev`` stream, the one Mimir's knobs were tuned on (``--stream dev``, the default).
+:mod:`bench.learning_env_ops` is a structurally different, held-out stream (``--stream ops``).
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+
+NAME = "dev"
+CONTEXT_KEY = "repo"
+"""What the context tag is (the record's context key): here the repository."""
 
 REPOS: tuple[str, ...] = ("payments-api", "web-app", "data-pipeline")
 
@@ -257,10 +264,14 @@ class Task:
     text: str
     luck: float
     drifted: bool
+    context_key: str = CONTEXT_KEY
+    """What ``repo`` holds: the repository here, the environment in the ops stream (the context
+    tag the hidden rates depend on, and the scope the agents work in)."""
 
 
 def rate(family: Family, command: str, repo: str, drifted: bool) -> float:
-    """The hidden success rate of ``command`` for a task of ``family`` in ``repo``."""
+    """The hidden success rate of ``command`` for a task of ``family`` in ``repo`` (the task's
+    context tag: its repo, or its environment in the ops stream)."""
     for a in family.actions:
         if a.command == command:
             rates = a.drift if drifted and a.drift else a.rates

@@ -12,6 +12,12 @@ one; ``recall`` of this repo's raw attempts (``context={"repo": ...}``), an acti
 failed here is not retried; every outcome recorded (``record`` / ``record_failure`` with the
 task's reason). mimir-learn embeds with the same MiniLM model file Mimir uses (fastembed in its
 venv, threads=1) for recall; its ``recommend`` is keyword aggregation by design.
+
+The ``generic_learn`` arm (:class:`GenericLearnAgent`) is the generic policy of
+:func:`bench.learning_agents.generic_choice` on mimir-learn: ``recommend(explore=True)`` only
+(no recall), through the same worker. It opens its store without an embedder, as mimir-learn's
+documented ``Mimir()`` does: its ``recommend`` never embeds (FTS5 keyword aggregation), so the
+figures are the same with or without one and the model's cost is saved.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 ARM = "mimir_learn"
+GENERIC_ARM = "generic_learn"
 
 # -- parent side (this repository's venv) -------------------------------------------------------
 
@@ -59,7 +66,13 @@ class MimirLearnAgent:
         from .learning_agents import Choice
 
         cands = task.family.commands
-        out = self.call(op="choose", task=task.text, repo=task.repo, seed=self.rng.randrange(2**31))
+        out = self.call(
+            op="choose",
+            task=task.text,
+            repo=task.repo,
+            key=getattr(task, "context_key", "repo"),
+            seed=self.rng.randrange(2**31),
+        )
         rec = out["recommend"]
         known: dict[str, tuple[float, float]] = {}
         if rec is not None and rec["action"] in cands:
@@ -88,15 +101,60 @@ class MimirLearnAgent:
         return Choice(self.rng.choice(untried or allowed), "explore", recommended=said)
 
     def learn(self, task: Any, choice: Any, success: bool) -> None:
-        reason = next(a.reason for a in task.family.actions if a.command == choice.action)
-        self.call(
-            op="record",
-            task=task.text,
-            action=choice.action,
-            success=success,
-            reason=None if success else reason,
-            repo=task.repo,
-        )
+        _record(self, task, choice, success)
+
+    def close(self) -> None:
+        self.worker.close()
+
+
+def _record(agent: Any, task: Any, choice: Any, success: bool) -> None:
+    """``record`` (success) or ``record_failure`` with the task's reason, context = the tag."""
+    reason = next(a.reason for a in task.family.actions if a.command == choice.action)
+    agent.call(
+        op="record",
+        task=task.text,
+        action=choice.action,
+        success=success,
+        reason=None if success else reason,
+        repo=task.repo,
+        key=getattr(task, "context_key", "repo"),
+    )
+
+
+class GenericLearnAgent:
+    """The ``generic_learn`` arm: the generic policy on mimir-learn's ``recommend``."""
+
+    name = GENERIC_ARM
+
+    def __init__(self, seed: int, home: Path, python: Path) -> None:
+        import random
+
+        from .perf import LearnWorker
+
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.tried: dict[str, set[str]] = {}
+        home.mkdir(parents=True, exist_ok=True)
+        self.worker = LearnWorker(python, Path(__file__).resolve())
+        info = self.call(op="open", path=str(home / "learn.db"), model_dir=None)
+        self.version: str = info["version"]
+
+    def call(self, **req: Any) -> dict[str, Any]:
+        return self.worker.call(**req)
+
+    def choose(self, task: Any) -> Any:
+        from .learning_agents import generic_choice
+
+        rec = self.call(op="recommend", task=task.text, seed=self.rng.randrange(2**31))["recommend"]
+        if rec is None:
+            return generic_choice(self.rng, task, self.tried, None)
+        # its posterior mean is mimir-learn's point estimate (for calibration only)
+        mean = (0.5 + rec["successes"]) / (1 + rec["successes"] + rec["failures"])
+        return generic_choice(self.rng, task, self.tried, (rec["action"], rec["confidence"]), mean)
+
+    def learn(self, task: Any, choice: Any, success: bool) -> None:
+        self.tried.setdefault(task.text, set()).add(choice.action)
+        _record(self, task, choice, success)
 
     def close(self) -> None:
         self.worker.close()
@@ -138,28 +196,35 @@ def _worker() -> None:  # pragma: no cover - runs in the side venv
 
     m: Any = None
 
+    def recommend(req: dict[str, Any]) -> dict[str, Any] | None:
+        rec = m.recommend(req["task"], explore=True, rng=random.Random(req["seed"]))
+        if rec is None:
+            return None
+        return {
+            "action": rec.recommended_action,
+            "confidence": rec.confidence,
+            "successes": rec.success_count + 0.5 * rec.partial_count,
+            "failures": rec.failure_count + 0.5 * rec.partial_count,
+        }
+
     def handle(req: dict[str, Any]) -> dict[str, Any]:
         nonlocal m
         op = req["op"]
-        if op == "open":
-            m = Mimir(storage=SQLiteStorage(req["path"]), embedder=MiniLM(req["model_dir"]))
+        if op == "open":  # model_dir None: no embedder (mimir-learn's default, keyword recall)
+            emb = MiniLM(req["model_dir"]) if req.get("model_dir") else None
+            m = Mimir(storage=SQLiteStorage(req["path"]), embedder=emb)
             return {"version": version("mimir-learn"), "vec": m.storage.vec_enabled}
         if op == "choose":
-            rec = m.recommend(req["task"], explore=True, rng=random.Random(req["seed"]))
-            hits = m.recall(req["task"], k=10, context={"repo": req["repo"]})
+            rec = recommend(req)
+            hits = m.recall(req["task"], k=10, context={req.get("key", "repo"): req["repo"]})
             return {
-                "recommend": None
-                if rec is None
-                else {
-                    "action": rec.recommended_action,
-                    "confidence": rec.confidence,
-                    "successes": rec.success_count + 0.5 * rec.partial_count,
-                    "failures": rec.failure_count + 0.5 * rec.partial_count,
-                },
+                "recommend": rec,
                 "recalled": [[e.action, e.outcome.value == "success"] for e in hits],
             }
+        if op == "recommend":
+            return {"recommend": recommend(req)}
         if op == "record":
-            ctx = {"repo": req["repo"]}
+            ctx = {req.get("key", "repo"): req["repo"]}
             if req["success"]:
                 m.record(req["task"], req["action"], outcome="success", context=ctx)
             else:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -74,9 +75,11 @@ def render_tool(spec: ToolSpec) -> MCPTool:
     )
 
 
-def run_tool(mimir: Mimir, name: str, arguments: dict[str, Any] | None) -> CallToolResult:
+def run_tool(
+    mimir: Mimir, name: str, arguments: dict[str, Any] | None, session: str | None = None
+) -> CallToolResult:
     """Run a tool; every failure becomes an ``isError`` result with a message naming the cause."""
-    out = tools.run_tool(mimir, name, arguments, source=SOURCE)
+    out = tools.run_tool(mimir, name, arguments, source=SOURCE, session=session)
     if out.is_error:
         return _error(out.text)
     return CallToolResult(
@@ -95,6 +98,9 @@ class MimirMCPServer(MCPServer[Any]):
         super().__init__(**kwargs)
         self.maintainer = maintainer
         self.background = background
+        #: The session records made through this server carry (a stdio server lives for one
+        #: host session): evidence counts by independent session, not by volume.
+        self.session_id = f"mcp-{uuid.uuid4().hex[:16]}"
         self._tools = [render_tool(spec) for spec in TOOLS]
 
     def _begin(self) -> None:
@@ -113,14 +119,28 @@ class MimirMCPServer(MCPServer[Any]):
     ) -> CallToolResult:
         """Run the tool off the event loop so that other sessions stay responsive."""
         self._begin()
-        return await anyio.to_thread.run_sync(self._run, name, arguments)
+        session = _client_session(context) or self.session_id
+        return await anyio.to_thread.run_sync(self._run, name, arguments, session)
 
-    def _run(self, name: str, arguments: dict[str, Any] | None) -> CallToolResult:
+    def _run(
+        self, name: str, arguments: dict[str, Any] | None, session: str | None = None
+    ) -> CallToolResult:
         try:
             mimir = self.maintainer.mimir
         except Exception as exc:  # bad configuration: every call says why
             return _error(f"cannot open Mimir: {type(exc).__name__}: {exc}")
-        return run_tool(mimir, name, arguments)
+        return run_tool(mimir, name, arguments, session or self.session_id)
+
+
+def _client_session(context: Any) -> str | None:
+    """The streamable-HTTP session of a call (its ``Mcp-Session-Id`` header): one server
+    serves many clients there, each its own session. ``None`` over stdio."""
+    try:
+        headers = getattr(context, "headers", None)
+        value = headers.get("mcp-session-id") if headers is not None else None
+    except Exception:  # no HTTP request behind this call
+        return None
+    return f"mcp-{str(value)[:64]}" if value else None
 
 
 def build_server(

@@ -322,7 +322,9 @@ class Mimir(LessonsMixin):
         if inserted:  # the hooks' view of this project (only where hooks read one)
             from .observations.from_store import fold
 
-            fold(self, [stored[i] for i in inserted if i in stored])
+            new = set(inserted)
+            fresh = [i for i, e in enumerate(exps) if e.id in new and e.id in stored]
+            fold(self, [stored[exps[i].id] for i in fresh], [vectors[i] for i in fresh])
         self._maybe_consolidate(sum(e.outcome == "failure" for e in exps))
         return [stored.get(e.id, e) for e in exps], inserted
 

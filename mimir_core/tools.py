@@ -155,14 +155,19 @@ class ToolSpec:
 
 
 _SOURCE: contextvars.ContextVar[str] = contextvars.ContextVar("mimir_tool_source", default="tool")
+_SESSION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "mimir_tool_session", default=None
+)
 
 
 @contextmanager
-def _as_source(source: str) -> Iterator[None]:
+def _as_source(source: str, session: str | None = None) -> Iterator[None]:
     token = _SOURCE.set(source)
+    session_token = _SESSION.set(session)
     try:
         yield
     finally:
+        _SESSION.reset(session_token)
         _SOURCE.reset(token)
 
 
@@ -271,7 +276,9 @@ def _recommend(m: Mimir, a: RecommendActionArgs) -> ToolOutput:
 def _record(m: Mimir, a: RecordExperienceArgs | RecordFailureArgs) -> ToolOutput:
     fields = a.model_dump(exclude={"scope"})
     write = m.record if "outcome" in fields else m.record_failure
-    exp = write(**fields, scope=_no_all_scope(a.scope), source=_SOURCE.get())
+    exp = write(
+        **fields, scope=_no_all_scope(a.scope), source=_SOURCE.get(), session_id=_SESSION.get()
+    )
     text = f"Recorded {exp.outcome} {exp.id}.\n" + render_experience(exp)
     return ToolOutput(text=text, data=RecordOutput(experience=experience_data(exp)).model_dump())
 
@@ -535,29 +542,41 @@ def parse_arguments(name: str, arguments: Mapping[str, Any] | None) -> BaseModel
 
 
 def call_tool(
-    mimir: Mimir, name: str, arguments: Mapping[str, Any] | None, *, source: str = "tool"
+    mimir: Mimir,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    *,
+    source: str = "tool",
+    session: str | None = None,
 ) -> ToolOutput:
     """Validate ``arguments``, run tool ``name`` on ``mimir`` and return its capped output.
 
     ``source`` names the adapter ("mcp", "langchain", ...): it is stored as the source of
-    recorded experiences and as the actor of lesson changes. Raises :class:`MimirError`
-    (:class:`InvalidInputError` naming the bad argument, :class:`NotFoundError`...).
+    recorded experiences and as the actor of lesson changes. ``session`` is the host session
+    the call belongs to (recorded experiences carry it: evidence counts by independent
+    session). Raises :class:`MimirError` (:class:`InvalidInputError` naming the bad argument,
+    :class:`NotFoundError`...).
     """
     args = parse_arguments(name, arguments)
-    with _as_source(source):
+    with _as_source(source, session):
         out = get_tool(name).handler(mimir, args)
     return ToolOutput(text=cap_text(out.text), data=cap_data(out.data))
 
 
 def run_tool(
-    mimir: Mimir, name: str, arguments: Mapping[str, Any] | None, *, source: str = "tool"
+    mimir: Mimir,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    *,
+    source: str = "tool",
+    session: str | None = None,
 ) -> ToolOutput:
     """:func:`call_tool` for a host boundary: it never raises. A failed call is an ``is_error``
     output whose text is the message that names the cause ("k: must be an integer from 1 to
     100; got 0"); an unexpected exception is logged with its trace and named, never hidden
     behind a generic "Error executing tool"."""
     try:
-        return call_tool(mimir, name, arguments, source=source)
+        return call_tool(mimir, name, arguments, source=source, session=session)
     except MimirError as exc:
         text = str(exc)
     except Exception as exc:  # a bug, not a bad call: say what it was, keep the trace in the log

@@ -129,6 +129,7 @@ def context_block(
     (:mod:`mimir_core.observations`), then a recommendation that is not yet a lesson."""
     from ..actions import destructive_reason, normalise_action
     from ..observations.from_store import context_lines
+    from ..observations.policy import quoted
 
     if isinstance(budget_chars, bool) or not isinstance(budget_chars, int) or budget_chars < 1:
         raise InvalidInputError(
@@ -151,7 +152,7 @@ def context_block(
         and _independent_sessions(m, rec.evidence_ids) >= RECOMMEND_SOURCES
     ):
         extra.append(
-            f"past attempts suggest: {rec.action} (worked {rec.successes:g} of "
+            f"past attempts suggest: {quoted(rec.action)} (worked {rec.successes:g} of "
             f"{rec.successes + rec.failures:g} times on similar tasks; "
             f"confidence {rec.confidence:.2f}; not yet a lesson)"
         )

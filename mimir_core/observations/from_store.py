@@ -12,9 +12,10 @@ rebuilt from the store when it is missing or something was forgotten (:func:`reb
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..spool import replace_file
 from ..store import DOC, EXPERIENCES, sql_str
 from . import attempt_digest as ad
 from .policy import Line, task_start_lines
@@ -38,6 +39,12 @@ ENOUGH_ROWS = 8
 ROUNDS = 3
 #: Experiences a rebuilt digest starts from, the newest of its project.
 REBUILD_ROWS = 5000
+#: Centroid cosine from which a task joins a topic, chosen with the hooks' keyword floors on
+#: the labelled set's tuning part (see :data:`attempt_digest.MATCH_FLOOR`).
+TOPIC_JOIN = 0.6
+#: Topics kept before the digest is rebuilt from the store (tasks pruned from the digest leave
+#: their topics behind).
+TOPICS_KEPT = 4 * ad.MAX_TASKS
 ALL_SCOPES = "*"
 
 
@@ -163,16 +170,26 @@ def _record(exp: Experience) -> dict[str, Any]:
     }
 
 
-def fold(m: Mimir, experiences: Iterable[Experience], *, create: bool = False) -> None:
-    """Fold newly stored experiences into their projects' digests. Only where hooks read
-    digests (the directory exists, or ``create``: the spool's drain); a project without a
-    digest yet gets one rebuilt from the store. Best effort: a failure is logged."""
+def fold(
+    m: Mimir,
+    experiences: Sequence[Experience],
+    vectors: Sequence[Any] = (),
+    *,
+    create: bool = False,
+) -> None:
+    """Fold newly stored experiences (with their task ``vectors``, in order) into their
+    projects' digests. Only where hooks read digests (the directory exists, or ``create``: the
+    spool's drain); a project without a digest yet gets one rebuilt from the store. Best
+    effort: a failure is logged."""
     directory = ad.digest_dir(m.spool_dir)
     if not create and not directory.is_dir():
         return
     by_scope: dict[str, list[dict[str, Any]]] = {}
-    for exp in experiences:
+    task_vectors: dict[str, dict[str, Any]] = {}
+    for i, exp in enumerate(experiences):
         by_scope.setdefault(exp.scope, []).append(_record(exp))
+        if i < len(vectors):
+            task_vectors.setdefault(exp.scope, {})[ad.normalise_task(exp.task)] = vectors[i]
     if not by_scope:
         return
     try:
@@ -180,8 +197,11 @@ def fold(m: Mimir, experiences: Iterable[Experience], *, create: bool = False) -
 
         key = signing_key(m)
         for scope, records in by_scope.items():
-            if ad.paths(m.spool_dir, scope)[0].exists():
-                ad.update(m.spool_dir, scope, records, key)
+            path = ad.paths(m.spool_dir, scope)[0]
+            topics = Topics(m.spool_dir, scope)
+            if path.exists() and len(topics) <= TOPICS_KEPT:
+                assign = topics.assigner(task_vectors.get(scope, {}))
+                ad.update(m.spool_dir, scope, records, key, assign=assign)
             else:
                 rebuild(m, [scope])
     except Exception as exc:  # the hooks' view lags; the store has every record
@@ -190,7 +210,9 @@ def fold(m: Mimir, experiences: Iterable[Experience], *, create: bool = False) -
 
 def rebuild(m: Mimir, scopes: Sequence[str] | None = None) -> int:
     """Rebuild the digests of ``scopes`` (``None``: every project that has one) from the
-    store's newest experiences; returns how many were written."""
+    store's newest experiences, their topics anew; returns how many were written."""
+    import numpy as np
+
     from ..lessons.lifecycle import signing_key
 
     if scopes is None:
@@ -201,13 +223,83 @@ def rebuild(m: Mimir, scopes: Sequence[str] | None = None) -> int:
         rows = m.store.select(
             EXPERIENCES,
             f"scope = {sql_str(scope)} AND superseded_by IS NULL",
-            [DOC],
+            [DOC, "vector"],
         )
-        records = [doc for doc in (_document(r) for r in rows) if doc is not None]
-        records.sort(key=lambda r: float(r.get("created_at") or 0.0))
-        ad.update(m.spool_dir, scope, records[-REBUILD_ROWS:], key, rebuild=True)
+        found = [(doc, row["vector"]) for row in rows if (doc := _document(row)) is not None]
+        found.sort(key=lambda dv: float(dv[0].get("created_at") or 0.0))
+        found = found[-REBUILD_ROWS:]
+        vectors = {
+            ad.normalise_task(str(doc.get("task") or "")): np.asarray(vec, dtype=np.float32)
+            for doc, vec in found
+        }
+        topics = Topics(m.spool_dir, scope, fresh=True)
+        records = [doc for doc, _vec in found]
+        ad.update(m.spool_dir, scope, records, key, rebuild=True, assign=topics.assigner(vectors))
         done += 1
     return done
+
+
+class Topics:
+    """A project's topics for the hooks' digest: incremental clusters of task vectors.
+
+    Each topic keeps the running sum of its tasks' (unit) vectors in
+    ``<spool>/attempts/<project>.topics.npy``, read only by processes that store experiences
+    (hooks read the topic number each digest entry carries). A new task joins the topic whose
+    centroid is closest, from a cosine of :data:`TOPIC_JOIN`, else founds one."""
+
+    def __init__(self, spool_dir: Any, scope: str, *, fresh: bool = False) -> None:
+        import numpy as np
+
+        self.path = ad.paths(spool_dir, scope)[0].with_suffix(".topics.npy")
+        self.sums: Any = None
+        if not fresh:
+            try:
+                self.sums = np.load(self.path, allow_pickle=False)
+            except (OSError, ValueError):
+                self.sums = None
+
+    def __len__(self) -> int:
+        return 0 if self.sums is None else len(self.sums)
+
+    def assign(self, vector: Any) -> int:
+        """The topic of a task vector (joined, or founded)."""
+        import numpy as np
+
+        v = np.asarray(vector, dtype=np.float32)
+        v = v / (float(np.linalg.norm(v)) or 1.0)
+        if self.sums is not None and len(self.sums):
+            norms = np.linalg.norm(self.sums, axis=1)
+            sims = (self.sums @ v) / np.maximum(norms, 1e-9)
+            best = int(np.argmax(sims))
+            if float(sims[best]) >= TOPIC_JOIN:
+                self.sums[best] += v
+                return best
+            self.sums = np.vstack([self.sums, v[None, :]])
+        else:
+            self.sums = v[None, :].copy()
+        return len(self.sums) - 1
+
+    def assigner(self, vectors: Mapping[str, Any]) -> Callable[[ad.AttemptDigest], None]:
+        """What :func:`attempt_digest.update` calls: every task of the digest without a topic
+        whose vector is known gets one, and the topics are saved."""
+
+        def assign(digest: ad.AttemptDigest) -> None:
+            import io
+
+            import numpy as np
+
+            changed = False
+            for entry in digest.tasks.values():
+                vec = vectors.get(entry.text)
+                if entry.group < 0 and vec is not None:
+                    entry.group = self.assign(vec)
+                    changed = True
+            if changed and self.sums is not None:
+                buffer = io.BytesIO()
+                np.save(buffer, self.sums, allow_pickle=False)
+                replace_file(self.path, buffer.getvalue(), durable=False)
+
+        return assign
 
 
 def _document(row: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -37,7 +37,7 @@ def task_lines(
     if not query.strip():
         return []
     digest = ad.with_spool(spool_dir, scope, key)
-    entries = digest.match(query)
+    entries = digest.pool(query)
     return task_start_lines(digest.tallies(entries)) if entries else []
 
 
@@ -86,7 +86,7 @@ def before_tool(
     if not akey or not _has_history(spool_dir, scope, akey, action):
         return Guard([], False)
     digest, _held = _with_spool(spool_dir, scope, key)
-    entries = digest.match(task) if task.strip() else list(digest.tasks.values())
+    entries = digest.pool(task) if task.strip() else list(digest.tasks.values())
     tasks = digest.tallies(entries)
     lines = before_tool_lines(tasks.get(akey), tasks)
     ask = False
@@ -108,7 +108,7 @@ def after_failure(
     """Right after ``action`` failed on ``task``: whether it had failed here before on tasks
     like it, and what worked instead. ``record_key`` is the failure just captured (left out)."""
     digest, already = _with_spool(spool_dir, scope, key, record_key)
-    entries = digest.match(task) if task.strip() else list(digest.tasks.values())
+    entries = digest.pool(task) if task.strip() else list(digest.tasks.values())
     tasks = digest.tallies(entries)
     akey = ad.action_key(action)
     before = tasks.get(akey)

@@ -40,6 +40,10 @@ MAX_WORKED = 2
 SUGGEST_SOURCES = 2
 #: Failures in a row after which a command that used to work counts as failing.
 STREAK = 2
+#: Newer attempts on the tasks after which one session's failure no longer warns, and after
+#: which a line says how long ago an action was last tried.
+FADE_TRIES = 8
+AGE_SHOWN = 3
 #: Longest action and error shown.
 ACTION_CHARS = 160
 ERROR_CHARS = 160
@@ -115,6 +119,25 @@ def stopped_working(t: ActionTally) -> bool:
     return t.ok > 0 and t.failing_streak() >= STREAK
 
 
+def tries_since(t: ActionTally, tasks: Tallies) -> int:
+    """How many attempts on these tasks (of any action) came after ``t``'s newest outcome (from
+    the newest outcomes each tally keeps: a lower bound once many actions were tried)."""
+    newest = t.recent[-1][0] if t.recent else t.last_at
+    return sum(1 for other in tasks for at, _code in other.recent if at > newest)
+
+
+def faded(t: ActionTally, tasks: Tallies) -> bool:
+    """A single session's failure that :data:`FADE_TRIES` newer attempts on these tasks have
+    passed by: too old and too thin to warn with (what failed once may work now; what failed
+    in two sessions still warns, however old)."""
+    return t.sources(FAIL) < 2 and tries_since(t, tasks) >= FADE_TRIES
+
+
+def _age(t: ActionTally, tasks: Tallies) -> str:
+    n = tries_since(t, tasks)
+    return f", last tried {n} tries ago" if n >= AGE_SHOWN else ""
+
+
 def warns(t: ActionTally) -> bool:
     """Whether the tally is a warning: it never worked, or it stopped working."""
     return never_worked(t) or stopped_working(t)
@@ -153,11 +176,14 @@ def task_start_lines(
     worked = sorted((t for t in tallies if works(t)), key=_worked_order)
     lines: list[Line] = []
     failed = [
-        t for t in tallies if (never_worked(t) and (t.fail >= 2 or worked)) or stopped_working(t)
+        t
+        for t in tallies
+        if ((never_worked(t) and (t.fail >= 2 or worked)) or stopped_working(t))
+        and not faded(t, here)
     ]
     for t in sorted(failed, key=_failed_order)[:MAX_FAILED]:
         if never_worked(t):
-            text = f"failed here: {quoted(t.action)} — {_tries(t, FAIL)}"
+            text = f"failed here: {quoted(t.action)} — {_tries(t, FAIL)}{_age(t, here)}"
         else:
             text = (
                 f"failing here lately: {quoted(t.action)} — worked {t.ok} times, then failed "
@@ -218,7 +244,13 @@ def before_tool_lines(action: ActionTally | None, tasks: Tallies) -> list[Line]:
     here and its newest try did too."""
     if action is None or action.fail == 0 or action.newest() != FAIL:
         return []
-    if never_worked(action):
+    if faded(action, tasks):  # one old failure: a fact, not a warning
+        text = (
+            f"tried here before on this task: {quoted(action.action)} — "
+            f"{_tries(action, FAIL)}{_age(action, tasks)}"
+        )
+        warn = False
+    elif never_worked(action):
         text = (
             f"failed here before on this task: {quoted(action.action)} — "
             f"{_tries(action, FAIL)}, never worked"

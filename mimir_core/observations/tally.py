@@ -21,7 +21,7 @@ from ..actions import normalise_action
 #: Distinct sources remembered per tally and outcome (beyond that only the count grows).
 SOURCE_CAP = 16
 #: Newest outcomes remembered per tally (for "failed the last N tries").
-RECENT_KEPT = 6
+RECENT_KEPT = 12
 #: Longest error text kept per tally (its gist is shown, see :func:`error_gist`).
 ERROR_KEPT = 400
 

@@ -95,3 +95,17 @@ def test_every_part_is_measured(per_part: dict[str, dict[str, Any]]) -> None:
 def test_quality_gate_on_the_test_part(per_part: dict[str, dict[str, Any]], gate: str) -> None:
     value, threshold, passed = gates(per_part[GATE_PART])[gate]
     assert passed, f"{gate} = {value:.3f} < {threshold} on the {GATE_PART} part"
+
+
+def test_the_hooks_pool_paraphrases_on_the_held_out_families(fast_embedder: object) -> None:
+    """The hooks' keyword match plus topics find a same-family past task for most held-out
+    tasks (keywords alone: about a third), with few tasks of other families pooled."""
+    from bench.quality import load
+    from bench.quality_pooling import evaluate
+
+    data = load()
+    test = evaluate(data, "test", fast_embedder)
+    alone = evaluate(data, "test", fast_embedder, floor=0.5, loose=9.0, join=2.0)
+    assert test["asked"] > 100
+    assert test["found"] >= 0.75 and test["found"] >= alone["found"] + 0.3, (test, alone)
+    assert test["wrong"] <= 0.12, test

@@ -397,3 +397,45 @@ def test_the_drain_keeps_the_hooks_digest_current_and_forget_removes(mimir: Any)
     digest = ad.load(mimir.spool_dir, "/repo/billing", key)
     assert digest is not None
     assert digest.tallies(digest.tasks.values()).get("make deploy staging").fail == 1  # type: ignore[union-attr]
+
+
+def test_one_old_failure_fades_and_two_sessions_do_not() -> None:
+    """A command that failed once, in one session, before eight newer tries on these tasks,
+    may work by now (the project changed): it is no longer shown at task start, and the guard
+    states it as a fact, not a warning. One that failed in two sessions keeps warning."""
+    later = [rec(GOOD, "success", at=10 + i, session=f"g{i}") for i in range(8)]
+    t = tallies(rec(BAD, "failure", at=1), *later)
+    assert [ln.key for ln in task_start_lines(t)] == ["scripts deploy sh staging billing"]
+    (line, *_rest) = before_tool_lines(t.get("make deploy staging"), t)
+    assert not line.warns
+    assert line.text.startswith(f"tried here before on this task: `{BAD}` — 1 of 1 try")
+    assert "last tried 8 tries ago" in line.text
+    t.add_record(rec(BAD, "failure", at=2, session="s2"))
+    lines = task_start_lines(t)
+    assert lines[0].warns and lines[0].text.startswith(f"failed here: `{BAD}` — 2 of 2 tries")
+    assert "last tried 8 tries ago" in lines[0].text
+
+
+def test_the_hooks_pool_a_paraphrase_through_its_topic(mimir: Any) -> None:
+    """Past tasks share few words with a paraphrase; their topic (task vectors, assigned when
+    the experiences were stored) lets the hooks pool them anyway."""
+    mimir.scope = SCOPE
+    key = load_or_create_key(mimir.home)
+    ad.digest_dir(mimir.spool_dir).mkdir(parents=True, exist_ok=True)  # hooks read here
+    mimir.record_failure("push the latest shopfront build to staging", BAD, ERR, session_id="a")
+    mimir.record("push the latest shopfront build to staging", GOOD, "success", session_id="a")
+    mimir.record_failure("deploy shopfront to the staging environment", BAD, ERR, session_id="b")
+    digest = ad.load(mimir.spool_dir, SCOPE, key)
+    assert digest is not None
+    groups = {e.text: e.group for e in digest.tasks.values()}
+    assert len(set(groups.values())) == 1 and -1 not in groups.values(), groups
+    lines = texts(guard.task_lines(mimir.spool_dir, SCOPE, "roll shopfront out to staging", key))
+    assert lines and lines[0].startswith(f"failed here: `{BAD}` — 2 of 2 tries, in 2 sessions")
+
+
+def test_mcp_records_carry_the_servers_session(mimir: Any) -> None:
+    from mimir_core.tools import call_tool
+
+    call_tool(mimir, "record_failure", {"task": TASK, "action": BAD, "reason": "x"}, session="k")
+    [exp] = mimir.recent(1)
+    assert exp.session_id == "k"
