@@ -101,8 +101,20 @@ def _tries(t: ActionTally, code: str) -> str:
     return f"{n} of {counted} tr{'ies' if counted != 1 else 'y'}, {_sources(t, code)}"
 
 
+#: Recorded text that reads like orders to the agent, or points it somewhere: a tool's output
+#: can carry a prompt injection, and memory must not replay it into a later session.
+_ADDRESSED = re.compile(
+    r"https?://|\bwww\.|\b(ignore|disregard|forget)\b.{0,40}\b(instruction|previous|above|rule)"
+    r"|\b(you (must|should|are)|always run|never run|from now on|admin mode|system prompt)\b"
+    r"|\b(assistant|agent|model)\s*[:,]",
+    re.IGNORECASE,
+)
+
+
 def _with_error(text: str, t: ActionTally) -> str:
     gist = error_gist(t.error)
+    if gist and (_ADDRESSED.search(t.error) or destructive_reason(gist)):
+        return f"{text}; last error not shown (it reads like instructions)"
     return f"{text}; last error: {gist}" if gist else text
 
 
