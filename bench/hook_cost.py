@@ -251,7 +251,9 @@ def _seed_attempts(home: Path, tasks: int = 400, pending: int = 200) -> int:
                     "idempotency_key": f"bench:{i}:{j}",
                 }
             )
-    records.append({**records[0], "action": GUARDED, "outcome": "failure", "idempotency_key": "g"})
+    newest = 1_700_000_000.0 + tasks  # the guarded command failed last (nothing faded it)
+    guarded = {"action": GUARDED, "outcome": "failure", "created_at": newest}
+    records.append({**records[0], **guarded, "idempotency_key": "g"})
     update(spool_dir, scope, records, load_or_create_key(home))
     for k in range(pending):
         spool.append(spool_dir, {**records[k], "idempotency_key": f"pending:{k}"})
