@@ -351,14 +351,16 @@ def gates(metrics: dict[str, Any]) -> dict[str, tuple[float, float, bool]]:
 
 
 def _grid_metrics(cached: list[Any], params: tuple[float, float, float, float]) -> dict[str, float]:
-    vf, wf, iw, ww = params
+    """Recall's metrics with ``params`` = (vector floor, word floor, identifier weight, text
+    weight), from cached candidate features, by the rules of :mod:`mimir_core.scoring`."""
+    vf, wf, iw, tw = params
     per: dict[str, list[float]] = {}
     for q, feats, n_words in cached:
         kept = []
-        for label, sim, icov, wcov in feats:
-            relevant = sim >= vf or icov > 0 or (n_words >= 2 and wcov >= 0.999 and sim >= wf)
+        for label, sim, icov, every_word, text in feats:
+            relevant = sim >= vf or icov > 0 or (n_words >= 2 and every_word and sim >= wf)
             if relevant:
-                kept.append((sim + iw * icov + ww * wcov, label))
+                kept.append((sim + iw * icov + (tw * text if n_words >= 2 else 0.0), label))
         kept.sort(key=lambda t: -t[0])
         got = [label for _s, label in kept[:5]]
         rel = set(q["relevant"])
@@ -383,19 +385,26 @@ def tune(m: Mimir, data: dict[str, Any], id_map: dict[str, str]) -> None:
     """Grid-search recall floors/weights (on cached features) and recommend thresholds on the
     tune part only; the best setting's held-out (test part) figures are printed once, after the
     choice, so they can report it but never steer it."""
-    from mimir_core.recall import gather, score_candidates
-    from mimir_core.text import query_terms
+    from mimir_core.recall import gather
+    from mimir_core.scoring import Terms, text_scores
+    from mimir_core.store import row_text
 
-    permissive = replace(m.recall_tuning, vector_floor=-2.0)
     parts = part_map(data)
     cached: dict[str, list[Any]] = {"tune": [], "test": []}
     for q in data["queries"]:
         qvec = m.embedder.embed_one(q["query"])
         cands = gather(m.store, qvec, q["query"], where="superseded_by IS NULL", limit=40)
-        score_candidates(cands, q["query"], permissive)  # fills the coverage features
-        _idents, words = query_terms(q["query"])
-        feats = [(id_map.get(c.row["id"]), c.similarity, c.ident_cov, c.word_cov) for c in cands]
-        cached[parts[q["family"]]].append((q, feats, len(words)))
+        terms = Terms(q["query"])
+        text = text_scores({c.row["id"]: c.bm25 for c in cands})
+        feats = []
+        for c in cands:
+            idents, words = terms.match(row_text(c.row))
+            icov = len(idents) / len(terms.idents) if terms.idents else 0.0
+            every = bool(terms.words) and len(words) == len(terms.words)
+            feats.append(
+                (id_map.get(c.row["id"]), c.similarity, icov, every, text.get(c.row["id"], 0.0))
+            )
+        cached[parts[q["family"]]].append((q, feats, len(terms.words)))
     rows = []
     for params in itertools.product(
         [0.34, 0.38, 0.40, 0.42, 0.44, 0.46, 0.48],
@@ -410,7 +419,7 @@ def tune(m: Mimir, data: dict[str, Any], id_map: dict[str, str]) -> None:
     for objective, params, met in rows[:12]:
         print(f"recall {params} {objective:.3f} {met}", flush=True)
     t = m.recall_tuning
-    current = (t.vector_floor, t.word_floor, t.ident_weight, t.word_weight)
+    current = (t.vector_floor, t.word_floor, t.ident_weight, t.text_weight)
     rank = next((i + 1 for i, r in enumerate(rows) if r[1] == current), None)
     print(f"recall current {current}: rank {rank} of {len(rows)} on the tune part", flush=True)
     best = rows[0][1]

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInputError, short
 from .redact import redact, sanitize, sanitize_obj, well_formed
+from .scoring import Terms, hybrid_score, text_scores
 from .store import KV, sql_in, sql_str
-from .text import fts_text, query_terms, unfts_text, word_set
+from .text import fts_text, unfts_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,6 +99,7 @@ class _Candidate:
     row: dict[str, Any]
     similarity: float
     score: float = 0.0
+    bm25: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -444,8 +446,7 @@ class KVStore:
         import numpy as np
 
         qvec = self.mimir.embedder.embed_one(query)
-        tuning = self.mimir.recall_tuning
-        idents, words = query_terms(query)
+        tuning = self.mimir.kv_scoring
         cols = [*_ROW_COLUMNS, "text"]
         n = max(CANDIDATES, 2 * wanted)
         while True:
@@ -458,22 +459,23 @@ class KVStore:
             for row in self.store.text_search(
                 KV, query, where=where, limit=n, columns=[*cols, "vectors"]
             ):
-                if row["id"] not in found and row.get("vectors"):
+                cand = found.get(row["id"])
+                if cand is None and row.get("vectors"):
                     vecs = np.asarray(row["vectors"], dtype=np.float32)
-                    found[row["id"]] = _Candidate(row, float(np.max(vecs @ qvec)))
+                    cand = found[row["id"]] = _Candidate(row, float(np.max(vecs @ qvec)))
+                if cand is not None:
+                    cand.bm25 = float(row.get("_score") or 0.0)
             cands = [c for c in found.values() if matches_filter(json.loads(c.row["value"]), flt)]
             exhausted = len(vec_rows) < n
             if len(cands) >= wanted or exhausted:
                 break
             n *= 4
+        terms = Terms(query)
+        text = text_scores({c.row["id"]: c.bm25 for c in cands})
         for cand in cands:
-            text = str(cand.row.get("text") or "").lower()
-            ident_cov = sum(1 for i in idents if i in text) / len(idents) if idents else 0.0
-            doc_words = word_set(text)
-            word_cov = sum(1 for w in words if w in doc_words) / len(words) if words else 0.0
-            cand.score = (
-                cand.similarity + tuning.ident_weight * ident_cov + tuning.word_weight * word_cov
-            )
+            idents, _words = terms.match(unfts_text(str(cand.row.get("text") or "")))
+            relative = text.get(cand.row["id"], 0.0)
+            cand.score = hybrid_score(cand.similarity, idents, terms, relative, tuning)
         cands.sort(key=lambda c: (-c.score, c.row["namespace"], c.row["key"]))
         items = [self._item(c.row, round(c.score, 6)) for c in cands]
         rows = [c.row for c in cands]

@@ -20,6 +20,7 @@ from .recall import recall as _recall
 from .recommend import DEFAULT_TUNING as RECOMMEND_TUNING
 from .recommend import RecommendTuning
 from .recommend import recommend as _recommend
+from .scoring import KV_SCORING, Scoring
 from .settings import MimirSettings, load_settings, valid_half_life
 from .store import (
     AUDIT,
@@ -132,6 +133,7 @@ class Mimir(LessonsMixin):
         self._lock = threading.RLock()
         self.recall_tuning: RecallTuning = RECALL_TUNING
         self.recommend_tuning: RecommendTuning = RECOMMEND_TUNING
+        self.kv_scoring: Scoring = KV_SCORING
         # Lessons: the HMAC key (explicit, else <home>/keys/signing.key) and auto-consolidation.
         if signing_key is None and s is not None and s.signing_key is not None:
             signing_key = s.signing_key.get_secret_value()

@@ -1,12 +1,11 @@
 """Hybrid recall: vector similarity fused with exact keyword evidence, with a relevance floor.
 
-Candidates come from two searches (cosine over task vectors, BM25 over all text). They are scored
-by their cosine similarity plus weighted *coverage* of the query's identifiers (error codes, paths,
-function names: matched exactly) and content words. This keeps the embedding model's paraphrase
-quality (a plain RRF fusion of vector and BM25 ranks halves it) while exact identifiers still win.
-A hit must clear a floor: enough semantic similarity, or an exactly matched identifier, so recall
-returns nothing when nothing is relevant. Weights were tuned on ``bench/data/retrieval_set.json``
-(see ``bench/quality.py``).
+Candidates come from two searches (cosine over task vectors, BM25 over all text) and are scored
+by the one hybrid score of every Mimir search (:mod:`mimir_core.scoring`): cosine, plus the
+query's identifiers matched exactly, plus relative BM25. A hit must clear a floor, so recall
+returns nothing when nothing is relevant. Near-identical hits (the same task, action and outcome)
+are one hit with a count. Weights were tuned on the tuning part of
+``bench/data/retrieval_set.json`` (see ``bench/quality.py``).
 """
 
 from __future__ import annotations
@@ -17,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .scoring import Scoring, Terms, hybrid_score, relevant, text_scores
 from .store import DOC, EXPERIENCES, Store, row_experience, row_text
-from .text import query_terms, word_set
 from .types import Hit
 
 if TYPE_CHECKING:
@@ -54,15 +53,10 @@ def _background(fn: Callable[[], Any]) -> Any:
 
 
 @dataclass(frozen=True)
-class RecallTuning:
-    """The knobs of hybrid recall (defaults tuned on the labelled set)."""
+class RecallTuning(Scoring):
+    """The knobs of hybrid recall: the one score's (:class:`~mimir_core.scoring.Scoring`),
+    tuned on the labelled set's tuning part, and the candidates looked at."""
 
-    vector_floor: float = 0.38
-    """Minimum cosine similarity for a hit without an exact identifier match."""
-    word_floor: float = 0.20
-    """Minimum cosine for a hit whose content words all match (a keyword-only hit)."""
-    ident_weight: float = 0.45
-    word_weight: float = 0.06
     other_scope_factor: float = 0.85
     candidates: int = 20
     """Vector and full-text candidates each (at least 4 k): each costs a row read per search."""
@@ -77,8 +71,7 @@ class Candidate:
 
     row: dict[str, Any]
     similarity: float
-    ident_cov: float = 0.0
-    word_cov: float = 0.0
+    bm25: float = 0.0
     matched: tuple[str, ...] = ()
 
 
@@ -132,39 +125,30 @@ def gather(
     if text_rows is None:
         text_rows = text_candidates(store, query, where=where, limit=limit)
     for row in text_rows:
-        if row["id"] not in found:
+        cand = found.get(row["id"])
+        if cand is None:
             vec = np.asarray(row["vector"], dtype=np.float32)
-            found[row["id"]] = Candidate(row, float(vec @ qvec))
+            cand = found[row["id"]] = Candidate(row, float(vec @ qvec))
+        cand.bm25 = float(row.get("_score") or 0.0)
     return list(found.values())
 
 
 def score_candidates(
     cands: list[Candidate], query: str, tuning: RecallTuning
 ) -> list[tuple[float, Candidate]]:
-    """Fused scores for the candidates that clear the relevance floor."""
-    idents, words = query_terms(query)
+    """Hybrid scores (:func:`mimir_core.scoring.score`) of the candidates that clear the
+    relevance floor."""
+    terms = Terms(query)
+    text = text_scores({c.row["id"]: c.bm25 for c in cands})
     kept: list[tuple[float, Candidate]] = []
     for cand in cands:
-        text = row_text(cand.row).lower()
-        matched_idents = [i for i in idents if i in text]
-        doc_words = word_set(text)
-        matched_words = [w for w in words if w in doc_words]
-        cand.ident_cov = len(matched_idents) / len(idents) if idents else 0.0
-        cand.word_cov = len(matched_words) / len(words) if words else 0.0
-        cand.matched = tuple(dict.fromkeys(matched_idents + matched_words))
-        relevant = (
-            cand.similarity >= tuning.vector_floor
-            or bool(matched_idents)
-            or (len(words) >= 2 and cand.word_cov >= 0.999 and cand.similarity >= tuning.word_floor)
-        )
-        if not relevant:
-            continue
-        score = (
-            cand.similarity
-            + tuning.ident_weight * cand.ident_cov
-            + tuning.word_weight * cand.word_cov
-        )
-        kept.append((score, cand))
+        idents, words = terms.match(row_text(cand.row))
+        cand.matched = tuple(dict.fromkeys(idents + words))
+        if relevant(cand.similarity, idents, words, terms, tuning):
+            hybrid = hybrid_score(
+                cand.similarity, idents, terms, text.get(cand.row["id"], 0.0), tuning
+            )
+            kept.append((hybrid, cand))
     return kept
 
 
@@ -227,7 +211,29 @@ def recall(
             score=round(s, 6),
             similarity=round(c.similarity, 6),
             matched_terms=list(c.matched),
-            why=explain(c),
+            why=explain(c) if n == 1 else f"{explain(c)}; {n} alike",
+            count=n,
         )
-        for s, c in ranked[:k]
+        for s, c, n in collapse(ranked)[:k]
     ]
+
+
+def collapse(ranked: list[tuple[float, Candidate]]) -> list[tuple[float, Candidate, int]]:
+    """Near-identical hits (the same task, action and outcome, up to case and spacing) as one,
+    at the best one's rank, shown by the newest of them, with how many there are: five hits
+    must not be three copies of one attempt."""
+    from .actions import normalise_action
+
+    groups: dict[tuple[str, str, str], list[Any]] = {}
+    order: list[tuple[str, str, str]] = []
+    for score, cand in ranked:
+        row = cand.row
+        key = (normalise_action(row["task"]), normalise_action(row["action"]), row["outcome"])
+        if key not in groups:
+            groups[key] = [score, cand, 0]
+            order.append(key)
+        group = groups[key]
+        group[2] += 1
+        if float(row["created_at"]) > float(group[1].row["created_at"]):
+            group[1] = cand
+    return [(groups[k][0], groups[k][1], groups[k][2]) for k in order]

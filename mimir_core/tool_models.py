@@ -189,6 +189,7 @@ class HitData(ExperienceData):
     relevance: float
     why: str = ""
     matched_terms: list[str] = Field(default_factory=list)
+    count: int = 1
 
 
 class LessonData(BaseModel):
@@ -319,7 +320,11 @@ def hit_data(hit: Hit) -> HitData:
     """The tool-output form of a recall hit."""
     base = experience_data(hit.experience).model_dump()
     return HitData(
-        **base, relevance=round(hit.score, 4), why=hit.why, matched_terms=hit.matched_terms
+        **base,
+        relevance=round(hit.score, 4),
+        why=hit.why,
+        matched_terms=hit.matched_terms,
+        count=hit.count,
     )
 
 

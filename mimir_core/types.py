@@ -52,6 +52,9 @@ class Hit(BaseModel):
     similarity: float
     matched_terms: list[str] = Field(default_factory=list)
     why: str = ""
+    count: int = 1
+    """How many near-identical experiences (same task, action and outcome, up to case and
+    spacing) this hit stands for; the newest of them is ``experience``."""
 
 
 class Alternative(BaseModel):

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..digest import MAX_ITEMS, render_block
 from ..errors import InvalidInputError, short
+from ..scoring import Scoring, Terms, hybrid_score, relevant
 from ..store import EXPERIENCES, LESSONS, sql_str
-from ..text import query_terms
 from ..types import Lesson
 from ..validate import scope_key
 from .lifecycle import verified
@@ -32,6 +32,15 @@ CANDIDATES = 50
 NEIGHBOURS = 40
 #: ...or this, when an identifier of the query appears in the lesson.
 IDENT_FLOOR = 0.25
+#: The one hybrid score (:mod:`mimir_core.scoring`) with lesson serving's floors: a lesson is a
+#: rule an agent may follow, so it needs more similarity than a recalled attempt.
+SCORING = Scoring(
+    vector_floor=RELEVANCE_FLOOR,
+    word_floor=RELEVANCE_FLOOR,
+    ident_floor=IDENT_FLOOR,
+    ident_weight=0.25,
+    text_weight=0.0,
+)
 #: Lessons below this confidence are not served unless asked for.
 DEFAULT_MIN_CONFIDENCE = 0.2
 OTHER_SCOPE_FACTOR = 0.85
@@ -88,20 +97,19 @@ def relevant_lessons(
             EXPERIENCES, qvec, where="superseded_by IS NULL", limit=NEIGHBOURS, columns=["id"]
         )
     }
-    idents = query_terms(query)[0]
+    terms = Terms(query)
     floor_conf = DEFAULT_MIN_CONFIDENCE if min_confidence is None else float(min_confidence)
     ranked: list[tuple[float, Lesson]] = []
     hd = heads(store, [str(r["id"]) for r in rows]) if rows else {}
     for row in rows:
         sim = max(1.0 - float(row["_distance"]), _member_sim(row, near))
-        text = f"{row.get('trigger', '')} {row.get('rule', '')}".lower()
-        matched = [i for i in idents if i in text]
-        if sim < RELEVANCE_FLOOR and not (matched and sim >= IDENT_FLOOR):
+        matched, words = terms.match(f"{row.get('trigger', '')} {row.get('rule', '')}")
+        if not relevant(sim, matched, words, terms, SCORING):
             continue
         lesson, ok = verified(m, row, known_heads=hd)
         if not ok or lesson.status != "active" or lesson.confidence < floor_conf:
             continue
-        score = sim + 0.25 * (len(matched) / len(idents) if idents else 0.0)
+        score = hybrid_score(sim, matched, terms, 0.0, SCORING)
         if prefer is not None and lesson.scope not in ("", prefer):
             score *= OTHER_SCOPE_FACTOR
         ranked.append((score, lesson))

@@ -138,14 +138,10 @@ def test_the_four_systems_produce_figures(quick: dict[str, Any]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue gate (Mimir any-hit@5 >= 1.15 x BM25 on the test half) stays informational "
-    "until the store's new scorer lands; it passes on this data today (full test half "
-    "0.917 / 0.613 = 1.50), but only through the paraphrased half of the questions: on "
-    "overlap and identifier questions Mimir's store matches dense retrieval and BM25 "
-    "(ratio ~1.05)",
-)
 def test_gate_mimir_beats_bm25_on_the_test_half(quick: dict[str, Any]) -> None:
+    """The issue's gate: Mimir's store finds an evidence turn in its top 5 at least 1.15 times
+    as often as BM25 on the same documents, in the same run (the full test half: 0.917 /
+    0.613 = 1.50; on the questions that share a word with their evidence the two are close,
+    1.00 / 0.95: the gain is in the paraphrased questions)."""
     gate = quick["gate"]
     assert gate["ratio"] >= qc.GATE_RATIO, gate

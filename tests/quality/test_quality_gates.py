@@ -15,8 +15,8 @@ import pytest
 
 from bench.quality import GATE_PART, GATES, build_store, evaluate_parts, gates, load, make_split
 
-#: Gates the current core misses on the test part: asserted, but non-strict xfail until the
-#: core is retuned (this suite does not change it). The reason carries the measured value.
+#: Gates the current core misses on the held-out test part: asserted as strict xfails (a fix
+#: that makes one pass fails here until it is moved out). The reason carries the measured value.
 KNOWN_MISSES = {
     "recommend_accuracy": "test part 0.789 (15 of 19 acted cases) < 0.85: r11 tf_state_lock "
     "recommends the helm-release fix, r15 cors the dev proxy, r34 slow_sql_index the response "
@@ -86,7 +86,7 @@ def test_every_part_is_measured(per_part: dict[str, dict[str, Any]]) -> None:
 @pytest.mark.parametrize(
     "gate",
     [
-        pytest.param(g, marks=pytest.mark.xfail(strict=False, reason=KNOWN_MISSES[g]))
+        pytest.param(g, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[g]))
         if g in KNOWN_MISSES
         else g
         for g in sorted(GATES)
