@@ -51,6 +51,7 @@ def experience_doc(hit: Hit) -> RetrievedDoc:
             "outcome_score": exp.score,
             "relevance": hit.score,
             "why": hit.why,
+            "count": hit.count,
             "task": exp.task,
             "action": exp.action,
             "source": exp.source,

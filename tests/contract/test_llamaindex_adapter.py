@@ -30,7 +30,10 @@ async def test_retriever_returns_scored_nodes_with_metadata(m: Mimir) -> None:
     retriever = MimirRetriever(m, top_k=4)
     assert isinstance(retriever, BaseRetriever)
     nodes = retriever.retrieve("deploy the app")
-    assert all(isinstance(n, NodeWithScore) for n in nodes) and len(nodes) == 4
+    # the lesson, its 2 identical evidence experiences as one hit (count 2), the failure
+    assert all(isinstance(n, NodeWithScore) for n in nodes) and len(nodes) == 3
+    counts = [n.node.metadata["count"] for n in nodes if n.node.metadata["kind"] == "experience"]
+    assert sorted(counts) == [1, 2]
     assert nodes[0].node.metadata["kind"] == "lesson" and nodes[0].node.node_id == lesson.id
     assert nodes[0].score == pytest.approx(lesson.confidence)
     exp = next(n for n in nodes if n.node.node_id == failed.id)
