@@ -217,6 +217,7 @@ def run_demo(args: argparse.Namespace) -> int:
             "outcome": o,
             "reason": r,
             "source": "demo",
+            "session_id": f"demo-session-{i}",  # each attempt from an agent session of its own
             "created_at": now - timedelta(hours=len(EXPERIENCES) - i),
             "idempotency_key": f"mimir-demo-{i}",  # stable ids: the same lessons every run
         }

@@ -194,14 +194,14 @@ def attribution(m: Mimir, lesson_id: str) -> Attribution:
     """Outcomes with the lesson in context (and feedback) against its topic without it.
 
     Raises :class:`~mimir_core.errors.NotFoundError` for an unknown lesson."""
-    from .lessons.evidence import topic_of
+    from .lessons.evidence import feedback_scores, topic_of
     from .lessons.gate import breaker
     from .lessons.review import attributed
 
     lesson = m.get_lesson(lesson_id)
     with_exps = attributed(m, lesson.id)
     with_scores = [e.score for e in with_exps]
-    with_scores += [1.0] * lesson.feedback_helped + [0.0] * lesson.feedback_hurt
+    with_scores += feedback_scores(lesson)
     with_ids = {e.id for e in with_exps}
     _cen, topic = topic_of(m.store, lesson, m.embedder.embed_one(lesson.trigger))
     without = [e.score for e in topic if e.id not in with_ids and lesson.id not in e.recalled]

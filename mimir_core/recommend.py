@@ -18,6 +18,14 @@
   (:attr:`RecommendTuning.recent_half_life`), so drift shows, and many outcomes count with
   diminishing returns (:attr:`RecommendTuning.overdispersion`); times the probability that its
   closest evidence is the same kind of task at all (:attr:`RecommendTuning.topic_logit`).
+* **Independent sources, not volume.** A record's evidence is weighted by its source (session,
+  thread or host; :func:`~mimir_core.observations.tally.evidence_source`): one source's n
+  records of an action count as n / (1 + (n - 1) / 2) observations, at most two. Fifty forged
+  successes from one session weigh less than three from three sessions. Records made through
+  the Python API without a session are each their own source.
+* A command that destroys data outside the project or switches off a safety net
+  (:func:`~mimir_core.actions.destructive_reason`: ``curl … | sh``, ``--insecure``, ``rm -rf ~``)
+  is listed among the alternatives but never recommended, whatever its evidence.
 * An action that has only ever failed is never recommended; ``None`` without on-topic evidence.
   With a project scope, "only ever failed" is judged on that project's evidence, including
   failed attempts phrased differently enough to fall below the topic threshold (down to
@@ -33,8 +41,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .actions import command_signature, normalise_action
+from .actions import command_signature, destructive_reason, normalise_action
 from .beta import jeffreys_lower_bound
+from .observations.tally import evidence_source, independence_weights
 from .recall import decay_factor
 from .store import DOC, EXPERIENCES, Store
 from .types import Alternative, Recommendation
@@ -115,11 +124,22 @@ class ActionCluster:
     weights: list[float] = field(default_factory=list)
     sig: str | None = None
     """The command signature of its shell commands (``None``: prose only so far)."""
+    _independence: list[float] | None = field(default=None, init=False, repr=False)
+
+    def independence(self) -> list[float]:
+        """Each row's weight as evidence by its source: one session's many records of this
+        action count with diminishing weight (:func:`~mimir_core.observations.tally.
+        independence_weights`), so volume from one source cannot outvote independent ones."""
+        if self._independence is None or len(self._independence) != len(self.rows):
+            self._independence = independence_weights([evidence_source(r) for r in self.rows])
+        return self._independence
 
     def counts(self, weighted: bool) -> tuple[float, float]:
+        """(successes, failures), each record weighted by its source's independence and, when
+        ``weighted``, by its relevance and recency."""
         s = f = 0.0
-        for row, w in zip(self.rows, self.weights, strict=True):
-            mult = w if weighted else 1.0
+        for row, w, ind in zip(self.rows, self.weights, self.independence(), strict=True):
+            mult = (w if weighted else 1.0) * ind
             score = float(row["score"])
             s += mult * score
             f += mult * (1.0 - score)
@@ -224,12 +244,12 @@ def scoped_counts(
     observations (the same fix may not work here). Without a project scope: all of it."""
     here = [0.0, 0.0]
     other = [0.0, 0.0]
-    for row, w in zip(cl.rows, cl.weights, strict=True):
+    for row, w, ind in zip(cl.rows, cl.weights, cl.independence(), strict=True):
         mine = prefer_scope is None or (row.get("scope") or "") == prefer_scope
         tally = here if mine else other
         score = float(row["score"])
-        tally[0] += w * score
-        tally[1] += w * (1.0 - score)
+        tally[0] += w * ind * score
+        tally[1] += w * ind * (1.0 - score)
     n_other = other[0] + other[1]
     scale = min(1.0, tuning.prior_strength / n_other) if n_other > 0 else 0.0
     return here[0] + scale * other[0], here[1] + scale * other[1]
@@ -242,14 +262,18 @@ def expected_success(
     the posterior mean from ``tuning.prior_rate`` (worth ``tuning.base_strength``
     observations), other projects' evidence (worth at most
     ``tuning.prior_strength``) and this project's recency-weighted evidence."""
-    order = sorted(cl.rows, key=lambda r: float(r["created_at"]), reverse=True)
+    order = sorted(
+        zip(cl.rows, cl.independence(), strict=True),
+        key=lambda ri: float(ri[0]["created_at"]),
+        reverse=True,
+    )
     here = [0.0, 0.0, 0.0]  # successes, failures, newer outcomes seen so far
     other = [0.0, 0.0, 0.0]
-    for row in order:
+    for row, ind in order:
         mine = prefer_scope is None or (row.get("scope") or "") == prefer_scope
         tally = here if mine else other  # recency within each side: drift is per project
         half = tuning.recent_half_life
-        w = 0.5 ** (tally[2] / half) if half > 0 else 1.0
+        w = ind * (0.5 ** (tally[2] / half) if half > 0 else 1.0)
         score = float(row["score"])
         tally[0] += w * score
         tally[1] += w * (1.0 - score)
@@ -395,8 +419,10 @@ def recommend(
             evidence_ids=[r["id"] for r in cl.rows],
             variants=sorted({r["action"] for r in cl.rows}),
         )
-        if s <= 1e-9 or id(cl) in failed_here:
-            options.append((-1.0, cl, alt))  # only ever failed (here): listed, never chosen
+        if s <= 1e-9 or id(cl) in failed_here or destructive_reason(alt.action) is not None:
+            # only ever failed (here), or destroys data / disables a safety net: listed, never
+            # chosen (evidence never makes such a command advice; a person may pin a lesson)
+            options.append((-1.0, cl, alt))
         elif explore:
             sw, fw = scoped_counts(cl, prefer_scope, tuning)
             options.append((float(rng.beta(0.5 + sw, 0.5 + fw)), cl, alt))

@@ -342,7 +342,9 @@ def _recent(m: Mimir, a: RecentExperiencesArgs) -> ToolOutput:
 
 
 def _feedback(m: Mimir, a: LessonFeedbackArgs) -> ToolOutput:
-    m.lesson_feedback(a.lesson_id, a.helped, note=a.note, actor=_SOURCE.get())
+    m.lesson_feedback(
+        a.lesson_id, a.helped, note=a.note, actor=_SOURCE.get(), session_id=_SESSION.get()
+    )
     verdict = "helped" if a.helped else "did not help"
     # The note as it was stored: redacted, like everything else a tool gives back.
     note = sanitize(a.note, limit=MAX_NOTE, extra_patterns=m.redact_patterns) if a.note else None

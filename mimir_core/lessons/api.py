@@ -10,7 +10,8 @@ INTERFACE CONTRACT (other adapters code against these signatures):
 * ``pin_lesson(id, *, pinned=True, actor="api") -> Lesson``
 * ``quarantine_lesson(id, reason, *, actor="api") -> Lesson``
 * ``retire_lesson(id, reason, *, actor="api") -> Lesson``
-* ``lesson_feedback(lesson_id, helped, *, task=None, note=None, actor="api") -> None``
+* ``lesson_feedback(lesson_id, helped, *, task=None, note=None, actor="api",
+  session_id=None) -> None``
 * ``audit_log(subject_id=None, *, limit=100) -> list[AuditEvent]``
 * ``forget(id, *, with_experiences=False)`` (on the facade itself) removes a lesson too.
 
@@ -229,30 +230,32 @@ class LessonsMixin:
         task: str | None = None,
         note: str | None = None,
         actor: str = "api",
+        session_id: str | None = None,
     ) -> None:
         """Evidence from an agent on whether a recalled lesson helped (for the circuit breaker).
 
         It moves the lesson's confidence, and a lesson that credibly hurts is quarantined at
         once (unless pinned). Feedback on a lesson that is not active is recorded only.
+        Feedback counts by independent source (``session_id``, else ``actor``): however often
+        one session or client says a lesson hurt, that is one outcome, not many.
         """
         from ..errors import InvalidInputError, short
+        from ..observations.tally import source_key
         from ..redact import sanitize
         from ..validate import MAX_NOTE
+        from .evidence import note_feedback
         from .lifecycle import load_valid, save
         from .review import review
 
         if not isinstance(helped, bool):
             raise InvalidInputError("helped", f"must be true or false; got {short(helped)}")
-        for field, value in (("task", task), ("note", note)):
+        for field, value in (("task", task), ("note", note), ("session_id", session_id)):
             if value is not None and not isinstance(value, str):
                 raise InvalidInputError(field, f"must be a string; got {short(value)}")
         m = self._mimir()
         actor = _actor(actor)
         lesson = load_valid(m, lesson_id, "given feedback")
-        if helped:
-            lesson.feedback_helped += 1
-        else:
-            lesson.feedback_hurt += 1
+        note_feedback(lesson, helped, source_key(session_id, None, actor))
         detail: dict[str, Any] = {"helped": helped}
         if task:
             detail["task"] = sanitize(task, limit=500, extra_patterns=m.redact_patterns)

@@ -43,6 +43,7 @@ from .evidence import (
     SAME_ACTION,
     Exp,
     apply_evidence,
+    feedback_scores,
     load_exps,
     outcomes,
 )
@@ -473,7 +474,7 @@ def _breaker(
             continue
         with_ids = {i for i, _s in named.get(lid, [])}
         scores = [sc for _i, sc in named.get(lid, [])]
-        scores += [1.0] * lesson.feedback_helped + [0.0] * lesson.feedback_hurt
+        scores += feedback_scores(lesson)
         if not scores:
             continue  # never in context, no feedback: nothing to attribute
         without = [e.score for e in group if e.id not in with_ids and lid not in e.recalled]

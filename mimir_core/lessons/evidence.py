@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..actions import command_signature, normalise_action
 from ..beta import jeffreys_lower_bound
+from ..observations.tally import evidence_source, independence_weights
 from ..recommend import DEFAULT_TUNING
 from ..store import EXPERIENCES, Store, arrow_rows, sql_in
 from ..types import Lesson
@@ -51,6 +52,9 @@ EXP_COLUMNS = [
     "scope",
     "created_at",
     "recalled_lesson_ids",
+    "session_id",
+    "thread_id",
+    "source",
     "vector",
     "action_vector",
 ]
@@ -73,6 +77,9 @@ class Exp:
     avec: Vec
     key: str = field(default="")
     sig: str | None = None
+    origin: str | None = None
+    """The independent source its evidence counts under (``None``: unattributed; see
+    :func:`~mimir_core.observations.tally.evidence_source`)."""
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Exp:
@@ -92,6 +99,7 @@ class Exp:
             avec=np.asarray(row["action_vector"], dtype=np.float32),
             key=normalise_action(row["action"]),
             sig=command_signature(row["action"]),
+            origin=evidence_source(row),
         )
 
     def as_row(self) -> dict[str, Any]:
@@ -102,6 +110,7 @@ class Exp:
             "score": self.score,
             "created_at": self.created_at,
             "action_vector": self.avec,
+            "session_id": self.origin,  # what evidence_source reads: the same source key
             "exp": self,
         }
 
@@ -158,6 +167,7 @@ def outcomes(
             e.score,
             followed(kind, same_action(key, sig, avec, e)),
             labels.get(e.id, e.key),
+            e.origin,
         )
         for e in exps
     ]
@@ -169,17 +179,17 @@ def claim_evidence(
     """(supporting ids, contradicting ids, successes, failures) of the lesson's claim.
 
     The claim is "the action works" (``prefer``/``procedure``) or "the action fails" (``avoid``);
-    a partial outcome counts by its score on both sides.
+    a partial outcome counts by its score on both sides, and one source's many records with
+    diminishing weight (:func:`~mimir_core.observations.tally.independence_weights`).
     """
     sup: list[str] = []
     con: list[str] = []
     s = f = 0.0
-    for e in exps:
-        if not same_action(key, sig, avec, e):
-            continue
+    did = [e for e in exps if same_action(key, sig, avec, e)]
+    for e, ind in zip(did, independence_weights([e.origin for e in did]), strict=True):
         good = e.score if kind != "avoid" else 1.0 - e.score
-        s += good
-        f += 1.0 - good
+        s += ind * good
+        f += ind * (1.0 - good)
         (sup if good >= 0.5 else con).append(e.id)
     return sup, con, s, f
 
@@ -195,14 +205,58 @@ def confidence(successes: float, failures: float) -> float:
     return round(lower_bound(round(successes, 4), round(failures, 4)), 4)
 
 
+#: Where a lesson's provenance keeps its feedback by source: ``{source: [helped, hurt]}``.
+FEEDBACK_SOURCES = "feedback_sources"
+
+
+def note_feedback(lesson: Lesson, helped: bool, source: str) -> None:
+    """Count one piece of feedback on ``lesson`` from ``source`` (its session, else its actor:
+    :func:`~mimir_core.observations.tally.source_key`)."""
+    if helped:
+        lesson.feedback_helped += 1
+    else:
+        lesson.feedback_hurt += 1
+    by = lesson.provenance.get(FEEDBACK_SOURCES)
+    by = dict(by) if isinstance(by, dict) else {}
+    h, u = _pair(by.get(source))
+    by[source] = [h + int(helped), u + int(not helped)]
+    lesson.provenance[FEEDBACK_SOURCES] = by
+
+
+def _pair(value: object) -> tuple[int, int]:
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        h, u = value
+        if isinstance(h, int) and isinstance(u, int) and h >= 0 and u >= 0:
+            return h, u
+    return 0, 0
+
+
+def feedback_scores(lesson: Lesson) -> list[float]:
+    """A lesson's feedback as outcome scores, **one per independent source**: the share of that
+    source's feedback that said it helped. Three "it hurt" from one client are one client's
+    word, not three outcomes (one client could otherwise switch off a well-supported lesson).
+    Feedback from before sources were kept counts as one source."""
+    by = lesson.provenance.get(FEEDBACK_SOURCES)
+    pairs = [_pair(v) for v in by.values()] if isinstance(by, dict) else []
+    pairs = [p for p in pairs if p[0] + p[1] > 0]
+    legacy = (
+        max(lesson.feedback_helped - sum(h for h, _u in pairs), 0),
+        max(lesson.feedback_hurt - sum(u for _h, u in pairs), 0),
+    )
+    if legacy[0] + legacy[1] > 0:
+        pairs.append(legacy)
+    return [h / (h + u) for h, u in pairs]
+
+
 def apply_evidence(lesson: Lesson, key: str, avec: Vec, topic: Sequence[Exp]) -> Lesson:
     """Recompute a lesson's evidence lists, counts and confidence from its topic + feedback."""
     sig = command_signature(lesson.action) if lesson.action else None
     sup, con, s, f = claim_evidence(lesson.kind, key, sig, avec, topic)
     lesson.supporting_ids = sup
     lesson.contradicting_ids = con
-    lesson.successes = round(s + lesson.feedback_helped, 4)
-    lesson.failures = round(f + lesson.feedback_hurt, 4)
+    said = feedback_scores(lesson)
+    lesson.successes = round(s + sum(said), 4)
+    lesson.failures = round(f + sum(1.0 - x for x in said), 4)
     lesson.confidence = confidence(lesson.successes, lesson.failures)
     return lesson
 

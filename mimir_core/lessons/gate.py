@@ -40,6 +40,7 @@ import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..types import GateResult
 
@@ -59,6 +60,9 @@ class Outcome:
     followed: bool
     group: str = ""
     """The action (cluster) the experience took: what :func:`offline_gate` balances over."""
+    source: str | None = None
+    """Its independent source (``None``: unattributed): one source's many outcomes on one side
+    count with diminishing weight (:func:`~mimir_core.observations.tally.independence_weights`)."""
 
 
 def fold_of(ident: str) -> int:
@@ -73,24 +77,38 @@ def _beta(s: float, f: float) -> tuple[float, float]:
     return mean, var
 
 
-#: One side of a comparison: its scores, and the action (cluster) of each when the side is
-#: averaged action by action (``None``: the scores are pooled).
-Side = tuple[Sequence[float], Sequence[str] | None]
+#: One side of a comparison: its scores, the action (cluster) of each when the side is averaged
+#: action by action (``None``: the scores are pooled), and each score's weight as evidence
+#: (``None``: every score counts once).
+Side = tuple[Sequence[float], Sequence[str] | None, Sequence[float] | None]
+
+
+def _tally(scores: Sequence[float], weights: Sequence[float], scale: float) -> tuple[float, float]:
+    s = sum(w * x for w, x in zip(weights, scores, strict=True))
+    f = sum(w * (1.0 - x) for w, x in zip(weights, scores, strict=True))
+    return scale * s, scale * f
 
 
 def _side(
-    scores: Sequence[float], groups: Sequence[str] | None, scale: float = 1.0
+    scores: Sequence[float],
+    groups: Sequence[str] | None,
+    weights: Sequence[float] | None = None,
+    scale: float = 1.0,
 ) -> tuple[float, float]:
     """(posterior mean, variance) of one side's success rate, its tallies scaled by ``scale``.
 
     Pooled: one Beta posterior. Balanced by action: the mean of each action's posterior mean
-    (each action counts once, however often it was tried), with variance ``Σ var / k²``."""
+    (each action counts once, however often it was tried), with variance ``Σ var / k²``.
+    ``weights``: each score's weight as evidence (one source's many outcomes weigh less)."""
+    ws = list(weights) if weights is not None else [1.0] * len(scores)
     if groups is None:
-        return _beta(scale * sum(scores), scale * sum(1.0 - x for x in scores))
-    by: dict[str, list[float]] = {}
-    for g, x in zip(groups, scores, strict=True):
-        by.setdefault(g, []).append(x)
-    stats = [_beta(scale * sum(v), scale * sum(1.0 - x for x in v)) for v in by.values()]
+        return _beta(*_tally(scores, ws, scale))
+    by: dict[str, tuple[list[float], list[float]]] = {}
+    for g, x, w in zip(groups, scores, ws, strict=True):
+        xs, gw = by.setdefault(g, ([], []))
+        xs.append(x)
+        gw.append(w)
+    stats = [_beta(*_tally(xs, gw, scale)) for xs, gw in by.values()]
     k = len(stats)
     return sum(m for m, _v in stats) / k, sum(v for _m, v in stats) / (k * k)
 
@@ -101,11 +119,14 @@ def lift_and_noise(
     *,
     followed_groups: Sequence[str] | None = None,
     other_groups: Sequence[str] | None = None,
+    followed_weights: Sequence[float] | None = None,
+    other_weights: Sequence[float] | None = None,
 ) -> tuple[float, float]:
     """(difference of posterior means, z × sd of the difference) of two groups of scores; a
-    side with ``*_groups`` is averaged action by action (see :func:`_side`)."""
-    m1, v1 = _side(followed, followed_groups)
-    m0, v0 = _side(other, other_groups)
+    side with ``*_groups`` is averaged action by action (see :func:`_side`), a side with
+    ``*_weights`` counts each score by its weight as evidence."""
+    m1, v1 = _side(followed, followed_groups, followed_weights)
+    m0, v0 = _side(other, other_groups, other_weights)
     return m1 - m0, Z * math.sqrt(v1 + v0)
 
 
@@ -116,8 +137,8 @@ def _needed(followed: Side, other: Side, epsilon: float) -> int:
 
     def passes(extra: int) -> bool:
         scale = 1.0 + extra / total
-        m1, v1 = _side(*followed, scale)
-        m0, v0 = _side(*other, scale)
+        m1, v1 = _side(*followed, scale=scale)
+        m0, v0 = _side(*other, scale=scale)
         return (m1 - m0) - Z * math.sqrt(v1 + v0) >= epsilon
 
     if not passes(MAX_NEEDED):
@@ -163,11 +184,19 @@ def compare(
     what: str = "",
     followed_groups: Sequence[str] | None = None,
     other_groups: Sequence[str] | None = None,
+    followed_weights: Sequence[float] | None = None,
+    other_weights: Sequence[float] | None = None,
 ) -> GateResult:
     """The gate's verdict on two groups of outcome scores (followed the lesson vs did not); a
-    side with ``*_groups`` (each score's action) is averaged action by action."""
+    side with ``*_groups`` (each score's action) is averaged action by action, a side with
+    ``*_weights`` counts each score by its weight as evidence."""
     n1, n0 = len(followed), len(other)
-    groups = {"followed_groups": followed_groups, "other_groups": other_groups}
+    groups: dict[str, Any] = {
+        "followed_groups": followed_groups,
+        "other_groups": other_groups,
+        "followed_weights": followed_weights,
+        "other_weights": other_weights,
+    }
     if n1 < MIN_GROUP or n0 < MIN_GROUP:
         short = []
         if n1 < MIN_GROUP:
@@ -193,7 +222,11 @@ def compare(
         detail = f"lift {lift:+.2f} is below ε={epsilon:g}: no evidence that it helps"
         needed = 0
     else:
-        needed = _needed((followed, followed_groups), (other, other_groups), epsilon)
+        needed = _needed(
+            (followed, followed_groups, followed_weights),
+            (other, other_groups, other_weights),
+            epsilon,
+        )
         more = f"about {needed} more" if needed else f"more than {MAX_NEEDED} more"
         detail = (
             f"lift {lift:+.2f} ± {noise:.2f} is within the noise band: needs {more} "
@@ -267,7 +300,28 @@ def offline_gate(
         what="held-out ",
         followed_groups=[o.group for o in fol] if balance == "followed" else None,
         other_groups=[o.group for o in oth] if balance == "other" else None,
+        followed_weights=_independence(fol),
+        other_weights=_independence(oth),
     )
+
+
+def _independence(side: Sequence[Outcome]) -> list[float] | None:
+    """Each outcome's weight by its source within one side, per action (``None`` when every
+    outcome is from a source of its own: plain counts)."""
+    from ..observations.tally import independence_weights
+
+    if len({(o.source, o.group) for o in side if o.source is not None}) == sum(
+        1 for o in side if o.source is not None
+    ):
+        return None
+    out = [1.0] * len(side)
+    by: dict[str, list[int]] = {}
+    for i, o in enumerate(side):
+        by.setdefault(o.group, []).append(i)
+    for idx in by.values():
+        for i, w in zip(idx, independence_weights([side[i].source for i in idx]), strict=True):
+            out[i] = w
+    return out
 
 
 #: A probe solves a task once: ``probe(context_block, trial) -> score in [0, 1]``.

@@ -34,7 +34,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..actions import command_signature, looks_like_command
+from ..actions import command_signature, destructive_reason, looks_like_command
+from ..observations.tally import LESSON_SOURCES, independent_sources
 from ..recommend import ActionCluster, cluster_actions
 from .evidence import SAME_ACTION, TOPIC_LINK, Exp, lower_bound
 
@@ -353,6 +354,14 @@ def tally_kind(s: float, f: float) -> str | None:
     return None
 
 
+def _independently_supported(cl: ActionCluster, kind: str) -> bool:
+    """Whether the records that make a lesson's claim (successes for ``prefer``, failures for
+    ``avoid``) come from at least :data:`~mimir_core.observations.tally.LESSON_SOURCES`
+    independent sources: one session, however many records it made, never makes a lesson."""
+    claim = [r["exp"].origin for r in cl.rows if (float(r["score"]) >= 0.5) == (kind != "avoid")]
+    return independent_sources(claim) >= LESSON_SOURCES
+
+
 def mine(topic: Sequence[Exp], *, trigger_exps: Sequence[Exp] | None = None) -> list[Draft]:
     """The candidate lessons of one topic (possibly none)."""
     if len(topic) < MIN_REPEATS:
@@ -377,10 +386,16 @@ def mine(topic: Sequence[Exp], *, trigger_exps: Sequence[Exp] | None = None) -> 
     drafts: list[Draft] = []
     for cl, where in places:
         for kind, scope, against in where:
+            if kind == "prefer" and destructive_reason(cl.label()) is not None:
+                continue  # evidence never teaches `curl … | sh` or `--insecure`; a person may pin
             alt = best if kind == "avoid" else worst
             if alt is cl or (alt is not None and kind_of(alt) == kind):
                 alt = None
+            if alt is not None and kind == "avoid" and destructive_reason(alt.label()):
+                alt = None  # "avoid X; Y worked" must not advertise a destructive Y
             said = _in_scope(cl, scope) if against else cl
+            if not _independently_supported(said, kind):
+                continue
             rule, quoted = word_rule(kind, said, center.task, alt)
             drafts.append(
                 Draft(

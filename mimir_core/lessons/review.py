@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..store import sql_str
 from ..types import GateResult, Lesson
-from .evidence import Exp, apply_evidence, load_exps, topic_of
+from .evidence import Exp, apply_evidence, feedback_scores, load_exps, topic_of
 from .gate import breaker
 from .lifecycle import save
 
@@ -29,7 +29,7 @@ def measure(m: Mimir, lesson: Lesson) -> tuple[Lesson, bool, GateResult]:
     attr = attributed(m, lesson.id)
     with_ids = {e.id for e in attr}
     with_scores = [e.score for e in attr]
-    with_scores += [1.0] * lesson.feedback_helped + [0.0] * lesson.feedback_hurt
+    with_scores += feedback_scores(lesson)
     without = [e.score for e in topic if e.id not in with_ids and lesson.id not in e.recalled]
     trip, result = breaker(with_scores, without)
     return fresh, trip, result

@@ -109,12 +109,25 @@ def relevant_lessons(
         lesson, ok = verified(m, row, known_heads=hd)
         if not ok or lesson.status != "active" or lesson.confidence < floor_conf:
             continue
+        if _unsafe_advice(lesson):
+            continue
         score = hybrid_score(sim, matched, terms, 0.0, SCORING)
         if prefer is not None and lesson.scope not in ("", prefer):
             score *= OTHER_SCOPE_FACTOR
         ranked.append((score, lesson))
     ranked.sort(key=lambda sl: (-sl[0], -sl[1].confidence, sl[1].id))
     return ranked[:k]
+
+
+def _unsafe_advice(lesson: Lesson) -> bool:
+    """A ``prefer`` or ``procedure`` lesson whose action or rule is a destructive or
+    safety-disabling command that no person pinned: never served (evidence never makes such a
+    command advice; a lesson written before that rule, or imported, is held back here too)."""
+    from ..actions import destructive_reason
+
+    if lesson.kind == "avoid" or lesson.pinned:
+        return False
+    return any(destructive_reason(t) for t in (lesson.action or "", lesson.rule) if t)
 
 
 def _member_sim(row: dict[str, Any], near: dict[str, float]) -> float:

@@ -13,7 +13,7 @@ what reaches an agent read the sources: fifty records from one session are one s
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..actions import normalise_action
@@ -41,6 +41,51 @@ def source_key(session_id: object, thread_id: object = None, source: object = No
     else:
         raw = "h:" + (source if isinstance(source, str) and source else "api")
     return raw[0] + sha256_hex(raw.encode("utf-8"))[:10]
+
+
+#: In ``recommend``, the ε-gate and a lesson's confidence, one source's n records of an action
+#: count as n / (1 + (n - 1) * this) observations: at most 1 / this = 2, however many it made.
+#: Fifty successes from one session then weigh less than three from three sessions.
+SOURCE_CORRELATION = 0.5
+#: A lesson needs its supporting evidence from at least this many independent sources.
+LESSON_SOURCES = 2
+#: The host a record names when its caller named none (the Python API's default).
+DEFAULT_SOURCE = "api"
+
+
+def evidence_source(row: Mapping[str, Any]) -> str | None:
+    """The independent source a stored record's evidence counts under: its session, else its
+    thread, else the host that wrote it when that is not the API's default; ``None`` for an
+    unattributed record (the Python API without a session: each such record is its own
+    source, as a caller of the API could name any session anyway; every host adapter passes
+    one). The same keys as :func:`source_key`, without the digest."""
+    for field, prefix in (("session_id", "s:"), ("thread_id", "s:")):
+        value = row.get(field)
+        if isinstance(value, str) and value:
+            return prefix + value
+    source = row.get("source")
+    if isinstance(source, str) and source and source != DEFAULT_SOURCE:
+        return "h:" + source
+    return None
+
+
+def independence_weights(sources: Sequence[str | None]) -> list[float]:
+    """Each record's weight when its source made n of them: 1 / (1 + (n - 1) ·
+    :data:`SOURCE_CORRELATION`), so a source's records sum to at most 2 observations;
+    an unattributed record (``None``) weighs 1."""
+    made: dict[str, int] = {}
+    for src in sources:
+        if src is not None:
+            made[src] = made.get(src, 0) + 1
+    return [
+        1.0 if src is None else 1.0 / (1.0 + (made[src] - 1) * SOURCE_CORRELATION)
+        for src in sources
+    ]
+
+
+def independent_sources(sources: Sequence[str | None]) -> int:
+    """How many independent sources some records come from (each unattributed one its own)."""
+    return len({s for s in sources if s is not None}) + sum(1 for s in sources if s is None)
 
 
 def outcome_code(outcome: object, score: object = None) -> str:
