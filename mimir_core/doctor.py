@@ -211,6 +211,14 @@ def _spool_counts(directory: Path) -> tuple[int, int, int]:
 
 
 def _spool_detail(directory: Path) -> str:
+    from . import lost
+
+    gone = lost.read(directory)
+    if gone is not None:
+        raise StoreError(
+            f"{gone.describe()}: a hook could not write to {directory}; those records cannot be "
+            f"recovered (free some space); `mimir doctor --repair` clears this notice"
+        )
     pending, batches, rejected = _spool_counts(directory)
     if batches:
         raise StoreError(
@@ -317,6 +325,7 @@ def repair(m: Mimir) -> dict[str, Any]:
         changed = private(m.home)
         if changed:
             actions.append(f"made {changed} path(s) under {m.home} private (0700/0600)")
+    _clear_lost(spool_dir, report)
     rejected = spool.rejected_count(spool_dir)
     if rejected:
         report["notes"].append(
@@ -326,6 +335,17 @@ def repair(m: Mimir) -> dict[str, Any]:
     if not local:
         report["notes"].append("object storage: table file checks and repairs are local only")
     return report
+
+
+def _clear_lost(spool_dir: Path, report: dict[str, Any]) -> None:
+    """Clear the notice of hook captures lost to failed writes (they cannot be recovered)."""
+    from . import lost
+
+    cleared = lost.clear(spool_dir)
+    if cleared is not None:
+        report["actions"].append(
+            f"cleared the notice: {cleared.describe()} (not recoverable; the spool writes again)"
+        )
 
 
 def _repair_tables(m: Mimir, broken: list[TableHealth], report: dict[str, Any]) -> None:
