@@ -247,7 +247,7 @@ def repair(m: Mimir) -> dict[str, Any]:
     kernel when their process dies, so none is ever stale (removing one could let two writers
     in at once).
     """
-    from .salvage import evidence_note, lost_evidence, reembed
+    from .salvage import evidence_note, lost_evidence, rebase_heads, reembed
     from .store import EMBEDDED_TABLES, SCHEMA_VERSION, TABLES
 
     report: dict[str, Any] = {"backup": None, "actions": [], "problems": [], "notes": []}
@@ -299,6 +299,13 @@ def repair(m: Mimir) -> dict[str, Any]:
         for h in health
         if h.garbled and h not in broken
     )
+    if any(h.name in ("lessons", "meta") for h in broken):
+        rebased = rebase_heads(m)
+        if rebased:
+            actions.append(
+                f"table meta: recorded the {rebased} lesson(s) the repair kept as their latest "
+                f"versions (else they would be taken for replays)"
+            )
     if broken:
         total, missing, gone = lost_evidence(m)
         note = evidence_note(total, missing, gone)

@@ -345,9 +345,9 @@ def restore_meta(store_dir: str | os.PathLike[str]) -> str | None:
 
 def rebuild_meta(store_dir: str | os.PathLike[str], backup_dir: Path) -> str:
     """Replace a meta table that no repair could read with an empty one (the damaged one moved
-    into the backup); :func:`restore_meta` then fills in what the other tables tell. Lost for
-    good: the lessons' replay heads (a lesson with none is checked by its signature alone) and
-    the vector index's training size (the next upkeep records it again)."""
+    into the backup); :func:`restore_meta` then fills in what the other tables tell, and the
+    doctor records the stored lessons as their heads again. Lost: the vector index's training
+    size (the next upkeep records it again), and any replay the lost heads would have shown."""
     import lance
     import pyarrow as pa
 
@@ -362,11 +362,7 @@ def rebuild_meta(store_dir: str | os.PathLike[str], backup_dir: Path) -> str:
     shutil.move(str(meta_dir), target)
     schema = pa.schema([pa.field("key", pa.string()), pa.field("value", pa.string())])
     lance.write_dataset(schema.empty_table(), str(meta_dir), data_storage_version="2.1")
-    return (
-        f"table meta: unreadable in every version; moved to {target} and made anew (the lessons' "
-        f"replay heads in it are lost: lessons are checked by their signatures alone until "
-        f"their next change)"
-    )
+    return f"table meta: unreadable in every version; moved to {target} and made anew"
 
 
 def _schema_of(root: Path, experiences: Any) -> str:

@@ -94,3 +94,24 @@ def evidence_note(total: int, missing: int, gone: Mapping[str, int]) -> str | No
         f"overstates what is left: run `mimir consolidate` to weigh them again, or restore the "
         f"lost experiences from a backup (`mimir import`)"
     )
+
+
+def rebase_heads(m: Mimir) -> int:
+    """Record each stored lesson that verifies as its own head; how many.
+
+    After the repair rolled the lessons table back (or remade meta), the recorded heads are
+    newer than the rows the repair chose to keep, and every such row would be taken for a
+    replay and quarantined. The rollback is the repair's own doing, to a version the table
+    really had, so the rows it kept become the heads. A row whose signature fails stays as it
+    is (reading it quarantines it)."""
+    from .lessons.lifecycle import signing_key
+    from .lessons.storage import LESSON_COLUMNS, from_row, record_heads
+
+    key = signing_key(m)
+    good = []
+    for row in m.store.select(LESSONS, None, [*LESSON_COLUMNS, "updated_at"]):
+        lesson, ok = from_row(row, key)
+        if ok:
+            good.append(lesson)
+    record_heads(m.store, good)
+    return len(good)

@@ -315,3 +315,28 @@ def test_a_garbled_lesson_payload_is_reported_not_called_healthy(home: Path) -> 
     assert SELF not in found["detail"]  # repair cannot make it right: it says what can
     report = repair(m)
     assert any("left as is: table lessons" in n for n in report["notes"]), report
+
+
+def overwrite_tail(path: Path, size: int = 64) -> None:
+    """Random bytes over the end of the file (its footer: it then never decodes)."""
+    data = bytearray(path.read_bytes())
+    data[-size:] = random.Random(5).randbytes(size)
+    path.write_bytes(bytes(data))
+
+
+def test_a_lessons_rollback_is_not_taken_for_a_replay(home: Path) -> None:
+    ids = seeded(home)
+    m = open_m(home)
+    add_lesson(m, "les_deploy", ids[:3])
+    m.pin_lesson("les_deploy")  # a newer signed version, recorded as the lesson's head
+    m.close()
+    overwrite_tail(newest_data(home / "store" / "lessons.lance"))
+    m = open_m(home)
+    report = repair(m)
+    assert not report["problems"], report
+    assert any(a.startswith("table lessons: rolled back") for a in report["actions"]), report
+    m.close()
+    m = open_m(home)
+    lesson = m.get_lesson("les_deploy")  # the version before the pin, as the repair left it
+    assert lesson.status == "active" and not lesson.pinned
+    assert [le.id for le in m.lessons("deploy the service")] == ["les_deploy"]
