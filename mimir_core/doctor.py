@@ -165,6 +165,12 @@ def _tables_detail(store_uri: str) -> str:
         for h in health
         if h.bad_vectors
     ]
+    bad += [
+        f"{h.name}: {len(h.bad_docs)} row(s) whose document is garbled, e.g. "
+        f"{', '.join(h.bad_docs[:3])}"
+        for h in health
+        if h.bad_docs
+    ]
     fixable = bool(bad)
     bad += [f"{h.name}: {_garbled_detail(h.garbled)}" for h in health if h.garbled]
     if bad:
@@ -247,7 +253,7 @@ def repair(m: Mimir) -> dict[str, Any]:
     kernel when their process dies, so none is ever stale (removing one could let two writers
     in at once).
     """
-    from .salvage import evidence_note, lost_evidence, rebase_heads, reembed
+    from .salvage import evidence_note, lost_evidence, rebase_heads, redoc, reembed
     from .store import EMBEDDED_TABLES, SCHEMA_VERSION, TABLES
 
     report: dict[str, Any] = {"backup": None, "actions": [], "problems": [], "notes": []}
@@ -275,10 +281,11 @@ def repair(m: Mimir) -> dict[str, Any]:
     health = store_health(store_dir) if local else []
     broken = [h for h in health if not h.readable]
     vectors = {h.name: h.bad_vectors for h in health if h.bad_vectors}
+    docs = [i for h in health for i in h.bad_docs]
     loose, _first = loose_modes(m.home) if m.home.is_dir() else (0, [])
     leftovers = [p.name for p in _table_dirs_named(store_dir, "__backup")] if local else []
     no_fts = _missing_fts(store_dir, EMBEDDED_TABLES) if local else []
-    if broken or loose or leftovers or no_fts or vectors:
+    if broken or loose or leftovers or no_fts or vectors or docs:
         ensure_backup()
     _repair_tables(m, broken, report)
     if report["problems"]:
@@ -292,6 +299,8 @@ def repair(m: Mimir) -> dict[str, Any]:
             f"{report['backup']})"
         )
         return report
+    if docs:
+        actions.append(redoc(m, docs))
     if vectors:
         actions.extend(reembed(m, vectors))
     report["notes"].extend(

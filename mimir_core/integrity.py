@@ -48,10 +48,12 @@ class TableHealth:
 
     garbled: list[str] = field(default_factory=list)
     """Ids of lesson rows whose payload is garbled or disagrees with their columns."""
+    bad_docs: list[str] = field(default_factory=list)
+    """Ids of experience rows whose JSON document does not parse."""
 
     @property
     def ok(self) -> bool:
-        return not self.problems and not self.bad_vectors and not self.garbled
+        return not (self.problems or self.bad_vectors or self.garbled or self.bad_docs)
 
     @property
     def readable(self) -> bool:
@@ -151,6 +153,7 @@ def table_health(table_dir: Path, *, scan: bool = True) -> TableHealth:
                 health.problems.extend(found.problems)
                 health.bad_vectors = found.bad_vectors
                 health.garbled = found.garbled
+                health.bad_docs = found.bad_docs
     except BaseException as exc:
         if not is_error(exc):
             raise

@@ -58,6 +58,24 @@ def reembed(m: Mimir, damaged: Mapping[str, Sequence[str]]) -> list[str]:
     return actions
 
 
+def redoc(m: Mimir, ids: Sequence[str]) -> str:
+    """Make the JSON documents of these experience rows again from their columns."""
+    from .store import DOC, DOC_FIELDS
+
+    store = m.store
+    columns = [f.name for f in store.table(EXPERIENCES).schema]
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(ids), 500):
+        rows += store.select(EXPERIENCES, sql_in("id", ids[start : start + 500]), columns)
+    for row in rows:
+        row[DOC] = json.dumps({k: row[k] for k in DOC_FIELDS}, ensure_ascii=False)
+    store.upsert(EXPERIENCES, rows, on="id")
+    return (
+        f"table experiences: made the garbled document of {len(rows)} row(s) again from their "
+        f"columns"
+    )
+
+
 def lost_evidence(m: Mimir) -> tuple[int, int, dict[str, int]]:
     """(experience ids lessons cite, how many of them are gone, {lesson id: how many of its
     cited ids are gone})."""

@@ -802,7 +802,14 @@ class Store:
         for row in rows:
             doc = row.pop(DOC, None)
             if doc:
-                row.update(json.loads(doc))
+                try:
+                    row.update(json.loads(doc))
+                except ValueError as exc:
+                    raise StoreError(
+                        f"cannot read table {EXPERIENCES} of store {self.uri}: the document of "
+                        f"row {row.get('id')!r} is garbled ({exc}); run `mimir doctor` to "
+                        f"diagnose and `mimir doctor --repair` to repair"
+                    ) from exc
             elif not self._read_doc_fields(row):
                 continue
             out.append(row)

@@ -60,6 +60,9 @@ class ScanResult:
     garbled: list[str] = field(default_factory=list)
     """Ids of lesson rows whose signed payload does not parse or disagrees with the row's
     columns (read, such a row is quarantined as tampered with)."""
+    bad_docs: list[str] = field(default_factory=list)
+    """Ids of experience rows whose JSON document does not parse (it is made again from the
+    row's columns)."""
     rows: int = 0
 
 
@@ -129,6 +132,8 @@ class TableScanner:
                         _check_meta(batch)
                     elif self.name == "lessons":
                         result.garbled += _garbled_lessons(batch)
+                    elif self.name == "experiences":
+                        result.bad_docs += _bad_docs(batch)
                     if not vectors:
                         continue
                     key = batch.column(batch.schema.get_field_index(self.key)).to_pylist()
@@ -181,6 +186,25 @@ def _garbled_lessons(batch: Any) -> list[str]:
             ok = False
         if not ok:
             out.append(str(row.get("id")))
+    return out
+
+
+def _bad_docs(batch: Any) -> list[str]:
+    """Ids of the batch's experience rows whose ``doc`` is not a JSON object."""
+    import json
+
+    if "doc" not in batch.schema.names:
+        return []
+    out = []
+    for row in batch.select(["id", "doc"]).to_pylist():
+        if row["doc"] is None:
+            continue  # written by a Mimir older than schema 3: read from the columns
+        try:
+            ok = isinstance(json.loads(row["doc"]), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            out.append(str(row["id"]))
     return out
 
 

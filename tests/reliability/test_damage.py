@@ -340,3 +340,24 @@ def test_a_lessons_rollback_is_not_taken_for_a_replay(home: Path) -> None:
     lesson = m.get_lesson("les_deploy")  # the version before the pin, as the repair left it
     assert lesson.status == "active" and not lesson.pinned
     assert [le.id for le in m.lessons("deploy the service")] == ["les_deploy"]
+
+
+def test_a_garbled_experience_document_is_a_store_error_and_made_again(home: Path) -> None:
+    seeded(home)
+    table = home / "store" / "experiences.lance"
+    for path in glob.glob(str(table / "data" / "*.lance")):
+        data = Path(path).read_bytes()
+        if b'{"id": "' in data:  # the first row's document: no longer JSON, same size
+            Path(path).write_bytes(data.replace(b'{"id": "', b'{"id"; "', 1))
+            break
+    m = open_m(home)
+    with pytest.raises(StoreError, match="document of row"):
+        for i in range(6):
+            m.recall(f"deploy step {i}", k=6)
+    found = checks(m)["tables"]
+    assert not found["ok"] and "1 row(s) whose document is garbled" in found["detail"], found
+    report = repair(m)
+    assert any("made the garbled document of 1 row(s)" in a for a in report["actions"]), report
+    m.close()
+    m = open_m(home)
+    assert len(m.recall("deploy step 3", k=6)) == 6 and checks(m)["tables"]["ok"]
