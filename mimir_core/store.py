@@ -453,9 +453,14 @@ class Store:
         if not self.is_local:
             return ""
         try:
-            from .integrity import store_health
+            from .integrity import table_dirs, table_health
 
-            bad = [f"table {h.name} ({h.problems[0]})" for h in store_health(self.uri) if not h.ok]
+            # Rows are decoded in every table but the large one: an open error names the table
+            # in a second or less; `mimir doctor` reads the experiences too.
+            health = [
+                table_health(p, scan=p.name != f"{EXPERIENCES}.lance") for p in table_dirs(self.uri)
+            ]
+            bad = [f"table {h.name} ({h.problems[0]})" for h in health if h.problems]
         except Exception:  # the error being reported matters more
             bad = []
         where = f"; damaged: {'; '.join(bad)}" if bad else ""
