@@ -299,10 +299,13 @@ def repair(m: Mimir) -> dict[str, Any]:
             f"{report['backup']})"
         )
         return report
-    if docs:
-        actions.append(redoc(m, docs))
-    if vectors:
-        actions.extend(reembed(m, vectors))
+    try:  # rows that read but hold damage: made again from what is intact
+        if docs:
+            actions.append(redoc(m, docs))
+        if vectors:
+            actions.extend(reembed(m, vectors))
+    except MimirError as exc:
+        report["problems"].append(_without_self(str(exc)))
     report["notes"].extend(
         f"left as is: table {h.name}: {_garbled_detail(h.garbled)}"
         for h in health
