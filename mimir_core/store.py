@@ -808,8 +808,12 @@ class Store:
             doc = row.pop(DOC, None)
             if doc:
                 try:
-                    row.update(json.loads(doc))
-                except ValueError as exc:
+                    fields = json.loads(doc)
+                    missing = [k for k in DOC_FIELDS if k not in fields]
+                    if missing:
+                        raise ValueError(f"no field {missing[0]!r}")
+                    row.update(fields)
+                except (ValueError, TypeError) as exc:
                     raise StoreError(
                         f"cannot read table {EXPERIENCES} of store {self.uri}: the document of "
                         f"row {row.get('id')!r} is garbled ({exc}); run `mimir doctor` to "

@@ -190,8 +190,10 @@ def _garbled_lessons(batch: Any) -> list[str]:
 
 
 def _bad_docs(batch: Any) -> list[str]:
-    """Ids of the batch's experience rows whose ``doc`` is not a JSON object."""
+    """Ids of the batch's experience rows whose ``doc`` is not a JSON object with every field."""
     import json
+
+    from .store import DOC_FIELDS
 
     if "doc" not in batch.schema.names:
         return []
@@ -200,7 +202,8 @@ def _bad_docs(batch: Any) -> list[str]:
         if row["doc"] is None:
             continue  # written by a Mimir older than schema 3: read from the columns
         try:
-            ok = isinstance(json.loads(row["doc"]), dict)
+            doc = json.loads(row["doc"])
+            ok = isinstance(doc, dict) and all(k in doc for k in DOC_FIELDS)
         except ValueError:
             ok = False
         if not ok:

@@ -342,13 +342,20 @@ def test_a_lessons_rollback_is_not_taken_for_a_replay(home: Path) -> None:
     assert [le.id for le in m.lessons("deploy the service")] == ["les_deploy"]
 
 
-def test_a_garbled_experience_document_is_a_store_error_and_made_again(home: Path) -> None:
+@pytest.mark.parametrize(
+    ("was", "now"),
+    [(b'{"id": "', b'{"id"; "'), (b'"action": "', b'"actiOn": "')],
+    ids=["not JSON", "a field gone"],
+)
+def test_a_garbled_experience_document_is_a_store_error_and_made_again(
+    home: Path, was: bytes, now: bytes
+) -> None:
     seeded(home)
     table = home / "store" / "experiences.lance"
     for path in glob.glob(str(table / "data" / "*.lance")):
         data = Path(path).read_bytes()
-        if b'{"id": "' in data:  # the first row's document: no longer JSON, same size
-            Path(path).write_bytes(data.replace(b'{"id": "', b'{"id"; "', 1))
+        if was in data:  # the first row's document, damaged in place (same size)
+            Path(path).write_bytes(data.replace(was, now, 1))
             break
     m = open_m(home)
     with pytest.raises(StoreError, match="document of row"):
