@@ -57,6 +57,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         "batches": report.batches,
         "reasons": report.reasons,
         "spool": str(m.spool_dir),
+        "lost": report.lost,
     }
     if args.consolidate:
         data["consolidation"] = m.consolidate()
@@ -68,6 +69,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 f"; set aside {report.rejected} bad line(s) in {m.spool_dir}/rejected.jsonl: "
                 + "; ".join(report.reasons[:3])
             )
+        if report.lost:
+            line += f"\nwarning: {report.lost}; they cannot be recovered"
         if data.get("consolidation") is not None:
             line += f"\nconsolidated: {len(data['consolidation'].admitted)} lesson(s) admitted"
         return line

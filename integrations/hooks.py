@@ -371,6 +371,10 @@ def main(argv: list[str] | None = None) -> int:
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         if not isinstance(exc, (ValueError, spool.SpoolError)):
             detail += "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:])
+        if isinstance(exc, (OSError, spool.SpoolError)):  # a write failed: the capture is lost
+            from mimir_core import lost
+
+            lost.note(spool.spool_dir(home, os.environ.get("MIMIR_STORE_URI") or None), exc)
         log(home, f"{where}: {detail}")
     return 0
 

@@ -413,15 +413,13 @@ class _Reader:
         return [float(x) for x in value]
 
     def _experience(self, obj: dict[str, Any]) -> dict[str, Any]:
-        from .validate import RECORD_FIELDS, _optional_id, build_experience
+        from .validate import RECORD_FIELDS, _optional_id, build_experience, check_id
 
         allowed = set(Experience.model_fields) | {"kind", "vector", "action_vector"}
         unknown = sorted(set(obj) - allowed)
         if unknown:
             raise InvalidInputError(unknown[0], "is not an experience field")
-        ident = obj.get("id")
-        if not isinstance(ident, str) or not ident.strip() or len(ident) > 200:
-            raise InvalidInputError("id", f"must be a non-empty string id; got {ident!r}")
+        ident = check_id("id", obj.get("id"))
         if obj.get("created_at") is None:
             raise InvalidInputError("created_at", "is missing")
         exp = build_experience(
@@ -446,8 +444,9 @@ class _Reader:
         for name in _LESSON_FIELDS:
             if not isinstance(row.get(name), str):
                 raise InvalidInputError(name, f"must be a string; got {row.get(name)!r}")
-        if not row["id"].strip():
-            raise InvalidInputError("id", "must not be empty")
+        from .validate import check_id
+
+        check_id("id", row["id"])
         updated = row.get("updated_at")
         if isinstance(updated, bool) or not isinstance(updated, (int, float)):
             raise InvalidInputError("updated_at", f"must be epoch seconds; got {updated!r}")

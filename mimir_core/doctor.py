@@ -17,10 +17,12 @@ from . import spool
 from .errors import MimirError, StoreError
 from .integrity import (
     TABLE_SUFFIX,
+    TableHealth,
     backup,
     loose_modes,
     private,
     read_meta,
+    rebuild_meta,
     repair_table,
     restore_meta,
     store_health,
@@ -99,11 +101,7 @@ def run_checks(m: Mimir) -> list[Check]:
     def tables() -> str:
         if "://" in m.store_uri:
             return f"{m.store_uri}: object storage (file checks are for local stores)"
-        health = store_health(m.store_uri)
-        bad = [f"{h.name}: {'; '.join(h.problems[:2])}" for h in health if not h.ok]
-        if bad:
-            raise StoreError(f"damaged table(s): {' | '.join(bad)}; run: mimir doctor --repair")
-        return f"{len(health)} table(s) intact"
+        return _tables_detail(m.store_uri)
 
     def files() -> str:
         keys = m.home / "keys"
@@ -157,6 +155,49 @@ def run_checks(m: Mimir) -> list[Check]:
     return checks
 
 
+def _tables_detail(store_uri: str) -> str:
+    """Every table's files checked and every row decoded, vectors included (raises on damage)."""
+    health = store_health(store_uri)
+    bad = [f"{h.name}: {'; '.join(h.problems[:2])}" for h in health if h.problems]
+    bad += [
+        f"{h.name}: {len(h.bad_vectors)} row(s) with damaged vectors (not finite or not unit "
+        f"length), e.g. {', '.join(h.bad_vectors[:3])}"
+        for h in health
+        if h.bad_vectors
+    ]
+    bad += [
+        f"{h.name}: {len(h.bad_docs)} row(s) whose document is garbled, e.g. "
+        f"{', '.join(h.bad_docs[:3])}"
+        for h in health
+        if h.bad_docs
+    ]
+    fixable = bool(bad)
+    bad += [f"{h.name}: {_garbled_detail(h.garbled)}" for h in health if h.garbled]
+    if bad:
+        advice = "; run: mimir doctor --repair" if fixable else ""
+        raise StoreError(f"damaged table(s): {' | '.join(bad)}{advice}")
+    rows = sum(h.rows or 0 for h in health)
+    return f"{len(health)} table(s) intact, {rows} row(s) read back"
+
+
+def _garbled_detail(ids: list[str]) -> str:
+    return (
+        f"{len(ids)} lesson row(s) whose signed payload is garbled or disagrees with the row "
+        f"({', '.join(ids[:3])}): they are quarantined when read; restore them from an export "
+        f"(`mimir import`) or let `mimir consolidate` learn them again"
+    )
+
+
+def _without_self(message: str) -> str:
+    """An error met by the repair, without the advice to run the repair."""
+    for advice in (
+        "; run `mimir doctor` to diagnose and `mimir doctor --repair` to repair",
+        "; run: mimir doctor --repair",
+    ):
+        message = message.replace(advice, "")
+    return message
+
+
 def _installed(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
@@ -176,6 +217,14 @@ def _spool_counts(directory: Path) -> tuple[int, int, int]:
 
 
 def _spool_detail(directory: Path) -> str:
+    from . import lost
+
+    gone = lost.read(directory)
+    if gone is not None:
+        raise StoreError(
+            f"{gone.describe()}: a hook could not write to {directory}; those records cannot be "
+            f"recovered (free some space); `mimir doctor --repair` clears this notice"
+        )
     pending, batches, rejected = _spool_counts(directory)
     if batches:
         raise StoreError(
@@ -204,6 +253,7 @@ def repair(m: Mimir) -> dict[str, Any]:
     kernel when their process dies, so none is ever stale (removing one could let two writers
     in at once).
     """
+    from .salvage import evidence_note, lost_evidence, rebase_heads, redoc, reembed
     from .store import EMBEDDED_TABLES, SCHEMA_VERSION, TABLES
 
     report: dict[str, Any] = {"backup": None, "actions": [], "problems": [], "notes": []}
@@ -228,28 +278,51 @@ def repair(m: Mimir) -> dict[str, Any]:
                 f"({SCHEMA_VERSION}): left untouched; upgrade mimir-lessons to open it"
             )
             return report
-    broken = [h for h in store_health(store_dir) if not h.ok] if local else []
+    health = store_health(store_dir) if local else []
+    broken = [h for h in health if not h.readable]
+    vectors = {h.name: h.bad_vectors for h in health if h.bad_vectors}
+    docs = [i for h in health for i in h.bad_docs]
     loose, _first = loose_modes(m.home) if m.home.is_dir() else (0, [])
     leftovers = [p.name for p in _table_dirs_named(store_dir, "__backup")] if local else []
     no_fts = _missing_fts(store_dir, EMBEDDED_TABLES) if local else []
-    if broken or loose or leftovers or no_fts:
+    if broken or loose or leftovers or no_fts or vectors or docs:
         ensure_backup()
-    for h in broken:
-        try:
-            actions.extend(repair_table(h.path, Path(report["backup"])))
-        except StoreError as exc:
-            report["problems"].append(str(exc))
-    if local and broken:
-        restored = restore_meta(store_dir)
-        if restored:
-            actions.append(restored)
+    _repair_tables(m, broken, report)
     if report["problems"]:
         return report
     try:
         store = m.store
     except Exception as exc:
-        report["problems"].append(str(exc))
+        report["problems"].append(
+            f"{_without_self(str(exc))}; the repair could not fix this: restore the store from "
+            f"an export (`mimir import FILE`) or from a copy (the damaged store was copied to "
+            f"{report['backup']})"
+        )
         return report
+    try:  # rows that read but hold damage: made again from what is intact
+        if docs:
+            actions.append(redoc(m, docs))
+        if vectors:
+            actions.extend(reembed(m, vectors))
+    except MimirError as exc:
+        report["problems"].append(_without_self(str(exc)))
+    report["notes"].extend(
+        f"left as is: table {h.name}: {_garbled_detail(h.garbled)}"
+        for h in health
+        if h.garbled and h not in broken
+    )
+    if any(h.name in ("lessons", "meta") for h in broken):
+        rebased = rebase_heads(m)
+        if rebased:
+            actions.append(
+                f"table meta: recorded the {rebased} lesson(s) the repair kept as their latest "
+                f"versions (else they would be taken for replays)"
+            )
+    if broken:
+        total, missing, gone = lost_evidence(m)
+        note = evidence_note(total, missing, gone)
+        if note:
+            report["notes"].append(note)
     actions.extend(f"restored table {n} left by an interrupted reindex" for n in leftovers)
     actions.extend(f"rebuilt the full-text index of table {n}" for n in no_fts)
     pending, batches, rejected = _spool_counts(spool_dir)
@@ -271,6 +344,7 @@ def repair(m: Mimir) -> dict[str, Any]:
         changed = private(m.home)
         if changed:
             actions.append(f"made {changed} path(s) under {m.home} private (0700/0600)")
+    _clear_lost(spool_dir, report)
     rejected = spool.rejected_count(spool_dir)
     if rejected:
         report["notes"].append(
@@ -280,6 +354,44 @@ def repair(m: Mimir) -> dict[str, Any]:
     if not local:
         report["notes"].append("object storage: table file checks and repairs are local only")
     return report
+
+
+def _clear_lost(spool_dir: Path, report: dict[str, Any]) -> None:
+    """Clear the notice of hook captures lost to failed writes (they cannot be recovered)."""
+    from . import lost
+
+    cleared = lost.clear(spool_dir)
+    if cleared is not None:
+        report["actions"].append(
+            f"cleared the notice: {cleared.describe()} (not recoverable; the spool writes again)"
+        )
+
+
+def _repair_tables(m: Mimir, broken: list[TableHealth], report: dict[str, Any]) -> None:
+    """Roll back or trim each table in ``broken``; a meta table nothing readable is left of is
+    made anew. Then the meta keys a repair lost are filled in from the other tables."""
+    if not broken:
+        return
+    store_dir, backup_dir = Path(m.store_uri), Path(report["backup"])
+    m.close()  # the store is opened again, after the repair
+    for h in broken:
+        try:
+            report["actions"].extend(repair_table(h.path, backup_dir))
+        except StoreError as exc:
+            if h.name != "meta":
+                report["problems"].append(_without_self(str(exc)))
+                continue
+            try:  # what meta holds can be derived again: never a reason to give up the store
+                report["actions"].append(rebuild_meta(store_dir, backup_dir))
+            except Exception as err:
+                report["problems"].append(f"table meta: cannot make it anew: {err}")
+    try:
+        restored = restore_meta(store_dir)
+    except Exception as exc:
+        report["problems"].append(f"table meta: cannot read it after the repair: {exc}")
+        return
+    if restored:
+        report["actions"].append(restored)
 
 
 def _table_dirs_named(store_dir: Path, suffix: str) -> list[Path]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StoreError
+from .table_scan import TableScanner, is_error
 
 TABLE_SUFFIX = ".lance"
 _V2_BASE = (1 << 64) - 1  # manifest names in the v2 scheme count down from u64::MAX
@@ -41,9 +42,22 @@ class TableHealth:
     version: int | None = None
     rows: int | None = None
     problems: list[str] = field(default_factory=list)
+    bad_vectors: list[str] = field(default_factory=list)
+    """Ids of rows whose vectors are damaged (NaN, infinite, not unit length): the doctor
+    re-embeds them from their text (:func:`~mimir_core.doctor.repair`)."""
+
+    garbled: list[str] = field(default_factory=list)
+    """Ids of lesson rows whose payload is garbled or disagrees with their columns."""
+    bad_docs: list[str] = field(default_factory=list)
+    """Ids of experience rows whose JSON document does not parse."""
 
     @property
     def ok(self) -> bool:
+        return not (self.problems or self.bad_vectors or self.garbled or self.bad_docs)
+
+    @property
+    def readable(self) -> bool:
+        """Every file is there and every row decodes (vectors aside)."""
         return not self.problems
 
 
@@ -117,8 +131,9 @@ def dataset_problems(ds: Any, table_dir: Path) -> tuple[list[str], set[int]]:
     return problems, broken
 
 
-def table_health(table_dir: Path) -> TableHealth:
-    """Whether the table's newest version reads and names only intact files."""
+def table_health(table_dir: Path, *, scan: bool = True) -> TableHealth:
+    """Whether the table's newest version reads and names only intact files, and (``scan``)
+    whether every row decodes and every vector is sound (:mod:`.table_scan`)."""
     health = TableHealth(table_dir.name.removesuffix(TABLE_SUFFIX), table_dir)
     versions = manifest_versions(table_dir)
     if not versions:
@@ -133,14 +148,22 @@ def table_health(table_dir: Path) -> TableHealth:
         health.problems.extend(dataset_problems(ds, table_dir)[0])
         if not health.problems:
             health.rows = int(ds.count_rows())
-    except Exception as exc:
+            if scan:
+                found = TableScanner(health.name).scan(ds)
+                health.problems.extend(found.problems)
+                health.bad_vectors = found.bad_vectors
+                health.garbled = found.garbled
+                health.bad_docs = found.bad_docs
+    except BaseException as exc:
+        if not is_error(exc):
+            raise
         health.problems.append(f"cannot open version {newest}: {_short(exc)}")
     return health
 
 
-def store_health(store_dir: str | os.PathLike[str]) -> list[TableHealth]:
+def store_health(store_dir: str | os.PathLike[str], *, scan: bool = True) -> list[TableHealth]:
     """:func:`table_health` of every table of a local store."""
-    return [table_health(p) for p in table_dirs(store_dir)]
+    return [table_health(p, scan=scan) for p in table_dirs(store_dir)]
 
 
 def first_problem(ds: Any, table_dir: Path) -> str | None:
@@ -152,18 +175,33 @@ def first_problem(ds: Any, table_dir: Path) -> str | None:
     return problems[0] if problems else None
 
 
+def _version_problems(
+    ds: Any, table_dir: Path, scanner: TableScanner
+) -> tuple[list[str], set[int]]:
+    """(problems, broken fragment ids) of a dataset version: its files, then its rows decoded."""
+    problems, broken = dataset_problems(ds, table_dir)
+    if not problems:
+        found = scanner.scan(ds)
+        problems, broken = found.problems, found.broken
+    return problems, broken
+
+
 def repair_table(table_dir: Path, backup_dir: Path) -> list[str]:
-    """Repair one table (see the module doc); returns the actions taken. Raises
-    :class:`StoreError` when nothing readable is left (restore it from a backup)."""
+    """Repair one table (see the module doc); returns the actions taken, each saying how many
+    rows were lost. Raises :class:`StoreError` when nothing readable is left (restore it from a
+    backup)."""
     actions: list[str] = []
     name = table_dir.name.removesuffix(TABLE_SUFFIX)
+    scanner = TableScanner(name)
     versions = manifest_versions(table_dir)
     readable: dict[int, Any] = {}
     for v in sorted(versions, reverse=True):
         try:
             readable[v] = _dataset(table_dir, v)
             break
-        except Exception:
+        except BaseException as exc:
+            if not is_error(exc):
+                raise
             continue
     if not readable:
         raise StoreError(
@@ -179,51 +217,85 @@ def repair_table(table_dir: Path, backup_dir: Path) -> list[str]:
             shutil.move(str(versions[v]), aside / versions[v].name)
         hint = table_dir / "_versions" / "latest_version_hint.json"
         hint.unlink(missing_ok=True)
+        orphans = orphan_rows(table_dir)
         actions.append(
             f"table {name}: moved unreadable manifest(s) of version(s) "
-            f"{', '.join(map(str, sorted(moved)))} to {aside}; version {top} is now the latest"
+            f"{', '.join(map(str, sorted(moved)))} to {aside}; version {top} is now the latest "
+            f"({_rows(readable[top])} rows; up to {orphans} row(s) written by the lost versions "
+            f"are lost)"
         )
     ds = _dataset(table_dir)
-    problems, broken = dataset_problems(ds, table_dir)
+    problems, broken = _version_problems(ds, table_dir, scanner)
     if not problems:
         return actions
     latest = int(ds.version)
     for v in sorted((v for v in versions if v < latest), reverse=True):
         try:
             old = _dataset(table_dir, v)
-            if dataset_problems(old, table_dir)[0]:
+            if _version_problems(old, table_dir, scanner)[0]:
                 continue
-        except Exception:
+        except BaseException as exc:
+            if not is_error(exc):
+                raise
             continue
         before = _rows(ds)
         old.restore()
         after = int(_dataset(table_dir).count_rows())
+        lost = f"{int(before) - after}" if before.isdigit() else "?"
         actions.append(
             f"table {name}: rolled back from version {latest} ({problems[0]}) to version {v}, "
-            f"the newest intact one ({before} -> {after} rows)"
+            f"the newest intact one ({before} -> {after} rows, {lost} row(s) lost)"
         )
         return actions
     if broken:
         import lance
 
-        lost = sum(
+        lost_rows = sum(
             int(f.metadata.physical_rows) for f in ds.get_fragments() if f.fragment_id in broken
         )
         op = lance.LanceOperation.Delete([], sorted(broken), "mimir doctor --repair")
         ds = lance.LanceDataset.commit(str(table_dir), op, read_version=latest)
         actions.append(
             f"table {name}: no intact older version; dropped {len(broken)} fragment(s) with "
-            f"broken files ({problems[0]}), {lost} row(s) lost; restore them from a backup if "
-            f"you have one"
+            f"broken files ({problems[0]}), {lost_rows} row(s) lost; restore them from a backup "
+            f"if you have one"
         )
     for index in ds.list_indices():
         if not (table_dir / "_indices" / str(index["uuid"])).is_dir():
             ds.drop_index(index["name"])
             actions.append(f"table {name}: dropped index {index['name']} whose files are gone")
-    left = dataset_problems(_dataset(table_dir), table_dir)[0]
+    left = _version_problems(_dataset(table_dir), table_dir, TableScanner(name))[0]
     if left:
         raise StoreError(f"table {name}: could not repair {left[0]}; restore it from a backup")
     return actions
+
+
+def orphan_rows(table_dir: Path) -> int:
+    """Rows in the table's data files that no readable version names: what versions whose
+    manifests were lost had written (an upper bound: a compaction's output repeats rows)."""
+    from lance.file import LanceFileReader
+
+    named: set[str] = set()
+    for v in manifest_versions(table_dir):
+        try:
+            ds = _dataset(table_dir, v)
+        except BaseException as exc:
+            if not is_error(exc):
+                raise
+            continue
+        named.update(df.path for f in ds.get_fragments() for df in f.metadata.files)
+    rows = 0
+    try:
+        files = [p for p in (table_dir / "data").iterdir() if p.name not in named]
+    except OSError:
+        return 0
+    for path in files:
+        try:
+            rows += int(LanceFileReader(str(path)).metadata().num_rows)
+        except BaseException as exc:
+            if not is_error(exc):
+                raise
+    return rows
 
 
 def _rows(ds: Any) -> str:
@@ -255,7 +327,7 @@ def restore_meta(store_dir: str | os.PathLike[str]) -> str | None:
     if not meta_dir.is_dir() or not exp_dir.is_dir():
         return None
     meta = read_meta(root)
-    if meta.get("embed_model"):
+    if all(meta.get(k) for k in ("embed_model", "dim", "schema_version")):
         return None
     exp = _dataset(exp_dir)
     models = exp.to_table(columns=["embed_model"]).column("embed_model").to_pylist()
@@ -268,10 +340,32 @@ def restore_meta(store_dir: str | os.PathLike[str]) -> str | None:
         "schema_version": _schema_of(root, exp),
         "created_at": meta.get("created_at") or "",
     }
-    values = {k: v for k, v in values.items() if v and k not in meta}
+    values = {k: v for k, v in values.items() if v and not meta.get(k)}
     rows = pa.table({"key": list(values), "value": list(values.values())})
     lance.write_dataset(rows, str(meta_dir), mode="append")
     return f"table meta: restored {', '.join(f'{k}={v}' for k, v in values.items())}"
+
+
+def rebuild_meta(store_dir: str | os.PathLike[str], backup_dir: Path) -> str:
+    """Replace a meta table that no repair could read with an empty one (the damaged one moved
+    into the backup); :func:`restore_meta` then fills in what the other tables tell, and the
+    doctor records the stored lessons as their heads again. Lost: the vector index's training
+    size (the next upkeep records it again), and any replay the lost heads would have shown."""
+    import lance
+    import pyarrow as pa
+
+    meta_dir = Path(store_dir) / f"meta{TABLE_SUFFIX}"
+    aside = backup_dir / "damaged-tables"
+    aside.mkdir(parents=True, exist_ok=True, mode=0o700)
+    target = aside / meta_dir.name
+    n = 1
+    while target.exists():
+        n += 1
+        target = aside / f"meta-{n}{TABLE_SUFFIX}"
+    shutil.move(str(meta_dir), target)
+    schema = pa.schema([pa.field("key", pa.string()), pa.field("value", pa.string())])
+    lance.write_dataset(schema.empty_table(), str(meta_dir), data_storage_version="2.1")
+    return f"table meta: unreadable in every version; moved to {target} and made anew"
 
 
 def _schema_of(root: Path, experiences: Any) -> str:

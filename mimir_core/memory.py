@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from . import lost as _lost
 from . import spool as _spool
 from .embed import CachedEmbedder, Embedder, make_embedder
 from .errors import InvalidInputError, MimirError, NotFoundError, StoreError, short
@@ -701,6 +702,11 @@ class Mimir(LessonsMixin):
                 report.rejected,
                 directory / "rejected.jsonl",
             )
+        gone = _lost.read(directory)
+        if gone is not None and gone.count > gone.reported:  # each loss is reported once here
+            report.lost = gone.describe()
+            log.warning("%s; they cannot be recovered", report.lost)
+            _lost.mark_reported(directory)
         return report
 
     def _drain_pending(self) -> None:
@@ -725,9 +731,17 @@ class Mimir(LessonsMixin):
         return super().context(*args, **kwargs)
 
     def consolidate(self, *args: Any, **kwargs: Any) -> ConsolidationReport:
-        """See :meth:`LessonsMixin.consolidate` (pending captured records are ingested first)."""
+        """See :meth:`LessonsMixin.consolidate` (pending captured records are ingested first).
+        A file that cannot be written (a full disk) is a :class:`StoreError`."""
         self._drain_pending()
-        return super().consolidate(*args, **kwargs)
+        try:
+            return super().consolidate(*args, **kwargs)
+        except OSError as exc:
+            where = f" {exc.filename}" if exc.filename else ""
+            raise StoreError(
+                f"consolidate: cannot write{where}: {exc.strerror or exc}; free some space "
+                f"and run it again (what was stored stays)"
+            ) from exc
 
     # -- maintenance -----------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ including ``idempotency_key``.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -32,6 +33,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from . import lost
 from .errors import StoreError
 
 __all__ = [
@@ -70,6 +72,8 @@ class DrainReport:
         self.rejected = 0
         self.batches = 0
         self.reasons: list[str] = []
+        self.lost: str | None = None
+        """Hook captures lost to failed writes since the last report (see :mod:`.lost`)."""
 
     def __repr__(self) -> str:
         return (
@@ -184,6 +188,7 @@ def append(directory: str | os.PathLike[str], record: Mapping[str, Any]) -> None
         append_bytes(path / PENDING, line)
     except OSError as exc:
         raise SpoolError(f"cannot write spool {path / PENDING}: {exc}") from exc
+    lost.prepare(path)  # while there is room: the trace of a later failed write (see .lost)
 
 
 def append_json(path: str | os.PathLike[str], obj: Mapping[str, Any]) -> None:
@@ -218,7 +223,9 @@ def append_bytes(path: Path, data: bytes) -> None:
             written = os.write(fd, data)
             if written != len(data):  # a full disk mid-write: take the fragment back
                 os.ftruncate(fd, mine.st_size)
-                raise OSError(f"short write to {path} ({written} of {len(data)} bytes)")
+                raise OSError(
+                    errno.ENOSPC, f"short write to {path} ({written} of {len(data)} bytes)"
+                )
             return
         finally:
             os.close(fd)  # releases the lock

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import EmbedderMismatchError, SchemaVersionError, StoreError
 from .locking import FileLock
+from .table_scan import is_error
 from .text import context_text, fts_groups, fts_text
 from .types import Experience
 
@@ -441,7 +442,9 @@ class Store:
             self._open(check_embedder)
         except (StoreError, EmbedderMismatchError):
             raise
-        except Exception as exc:  # lancedb raises many kinds; callers get one clear error
+        except BaseException as exc:  # lancedb raises many kinds; callers get one clear error
+            if not is_error(exc):
+                raise
             detail = str(exc).split(", /")[0]  # lance appends the Rust source location
             raise StoreError(f"cannot open store at {uri}: {detail}{self._damage()}") from exc
 
@@ -450,9 +453,14 @@ class Store:
         if not self.is_local:
             return ""
         try:
-            from .integrity import store_health
+            from .integrity import table_dirs, table_health
 
-            bad = [f"table {h.name} ({h.problems[0]})" for h in store_health(self.uri) if not h.ok]
+            # Rows are decoded in every table but the large one: an open error names the table
+            # in a second or less; `mimir doctor` reads the experiences too.
+            health = [
+                table_health(p, scan=p.name != f"{EXPERIENCES}.lance") for p in table_dirs(self.uri)
+            ]
+            bad = [f"table {h.name} ({h.problems[0]})" for h in health if h.problems]
         except Exception:  # the error being reported matters more
             bad = []
         where = f"; damaged: {'; '.join(bad)}" if bad else ""
@@ -570,7 +578,8 @@ class Store:
         """The store's key/value metadata (schema version, embedder, ...)."""
         if META not in self._tables and META not in self._table_names():
             return {}
-        rows = self.table(META).search().select(["key", "value"]).limit(None).to_list()
+        with self._read_errors(META):
+            rows = self.table(META).search().select(["key", "value"]).limit(None).to_list()
         return {r["key"]: r["value"] for r in rows}
 
     def set_meta(self, values: dict[str, str]) -> None:
@@ -614,10 +623,29 @@ class Store:
             yield
         except StoreError:
             raise
-        except Exception as exc:
+        except BaseException as exc:
+            if not is_error(exc):
+                raise
             detail = str(exc).split(", /")[0]  # lance appends the Rust source location
             raise StoreError(
                 f"cannot write table {name} of store {self.uri}: {type(exc).__name__}: {detail}"
+            ) from exc
+
+    @contextmanager
+    def _read_errors(self, name: str) -> Iterator[None]:
+        """A failed read (a damaged data file: an Arrow error, or a panic of the Rust reader)
+        as one StoreError naming the table and what to run."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except BaseException as exc:
+            if not is_error(exc):
+                raise
+            detail = str(exc).split(", /")[0].splitlines()[0] if str(exc) else ""
+            raise StoreError(
+                f"cannot read table {name} of store {self.uri}: {type(exc).__name__}: {detail}; "
+                f"run `mimir doctor` to diagnose and `mimir doctor --repair` to repair"
             ) from exc
 
     @contextmanager
@@ -688,7 +716,8 @@ class Store:
 
     def count(self, name: str, where: str | None = None) -> int:
         """Number of rows (matching ``where``)."""
-        return int(self.table(name).count_rows(where))
+        with self._read_errors(name):
+            return int(self.table(name).count_rows(where))
 
     def select(
         self,
@@ -698,17 +727,19 @@ class Store:
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
         """Rows matching ``where`` (all rows for ``None``)."""
-        query = self.table(name).search()
-        if where:
-            query = query.where(where)
-        return list(query.select(list(columns)).limit(limit).to_list())
+        with self._read_errors(name):
+            query = self.table(name).search()
+            if where:
+                query = query.where(where)
+            return list(query.select(list(columns)).limit(limit).to_list())
 
     def column(self, name: str, columns: Sequence[str], where: str | None = None) -> pa.Table:
         """Whole columns as an Arrow table (for scans over every row)."""
-        query = self.table(name).search()
-        if where:
-            query = query.where(where)
-        return query.select(list(columns)).limit(None).to_arrow()
+        with self._read_errors(name):
+            query = self.table(name).search()
+            if where:
+                query = query.where(where)
+            return query.select(list(columns)).limit(None).to_arrow()
 
     def vector_search(
         self,
@@ -723,9 +754,10 @@ class Store:
         """Nearest rows by cosine distance (``_distance`` = 1 - cosine: exact, or within ~0.003
         when the table's vector index answers alone)."""
         if name not in SEARCHED:
-            q = self.table(name).search(vector, vector_column_name=column)
-            q = q.distance_type("cosine").limit(limit).select([*columns, "_distance"])
-            return list((q.where(where, prefilter=True) if where else q).to_list())
+            with self._read_errors(name):
+                q = self.table(name).search(vector, vector_column_name=column)
+                q = q.distance_type("cosine").limit(limit).select([*columns, "_distance"])
+                return list((q.where(where, prefilter=True) if where else q).to_list())
 
         def run(n: int, filt: str | None, prefilter: bool, extra: Sequence[str]) -> list[Row]:
             nearest: dict[str, Any] = {"column": column, "q": vector, "k": n, "metric": "cosine"}
@@ -775,7 +807,18 @@ class Store:
         for row in rows:
             doc = row.pop(DOC, None)
             if doc:
-                row.update(json.loads(doc))
+                try:
+                    fields = json.loads(doc)
+                    missing = [k for k in DOC_FIELDS if k not in fields]
+                    if missing:
+                        raise ValueError(f"no field {missing[0]!r}")
+                    row.update(fields)
+                except (ValueError, TypeError) as exc:
+                    raise StoreError(
+                        f"cannot read table {EXPERIENCES} of store {self.uri}: the document of "
+                        f"row {row.get('id')!r} is garbled ({exc}); run `mimir doctor` to "
+                        f"diagnose and `mimir doctor --repair` to repair"
+                    ) from exc
             elif not self._read_doc_fields(row):
                 continue
             out.append(row)
@@ -827,18 +870,19 @@ class Store:
         """
         import pyarrow as pa
 
-        ds = self._dataset(name)
-        halve = False
-        if nearest is not None and nearest["column"] == "vector":  # the indexed column
-            nearest, halve = self._indexed(name, ds, nearest)
-        table = ds.to_table(
-            columns=columns,
-            filter=where,
-            prefilter=prefilter,
-            nearest=nearest,
-            full_text_query=fts,
-            limit=limit,
-        )
+        with self._read_errors(name):
+            ds = self._dataset(name)
+            halve = False
+            if nearest is not None and nearest["column"] == "vector":  # the indexed column
+                nearest, halve = self._indexed(name, ds, nearest)
+            table = ds.to_table(
+                columns=columns,
+                filter=where,
+                prefilter=prefilter,
+                nearest=nearest,
+                full_text_query=fts,
+                limit=limit,
+            )
         if halve:
             import pyarrow.compute as pc
 

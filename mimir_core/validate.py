@@ -12,6 +12,7 @@ import hashlib
 import inspect
 import json
 import math
+import re
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -70,6 +71,30 @@ def _optional_id(field: str, value: object) -> str | None:
         raise InvalidInputError(field, f"must be a string, got {type(value).__name__}", value)
     if len(value) > MAX_ID:
         raise InvalidInputError(field, f"is longer than {MAX_ID} characters", short(value))
+    return value
+
+
+#: The id rule of stored experiences and lessons: letters, digits and ``_ - . : @ +``, starting
+#: with a letter or digit. So an id is one URL path segment as it is (no ``/``, ``?``, ``#``,
+#: ``%``, no ``.`` or ``..``), one file name, and has no markup or spaces. Ids Mimir makes (hex,
+#: ``les_<hex>``) always pass.
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+\-]*")
+
+
+def check_id(field: str, value: object) -> str:
+    """An experience or lesson id that follows :data:`ID_PATTERN` (at most :data:`MAX_ID`
+    characters), or an :class:`InvalidInputError` naming it."""
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError(field, f"must be a non-empty string id; got {short(value)}", value)
+    if len(value) > MAX_ID:
+        raise InvalidInputError(field, f"is longer than {MAX_ID} characters", short(value))
+    if not ID_PATTERN.fullmatch(value):
+        raise InvalidInputError(
+            field,
+            f"{short(value)} is not a valid id: use letters, digits and _ - . : @ +, starting "
+            f"with a letter or digit",
+            value,
+        )
     return value
 
 
@@ -186,6 +211,8 @@ def build_experience(
         raise InvalidInputError("recalled_lesson_ids", "must be a list of strings", short(ids))
     if len(ids) > MAX_LESSON_IDS:
         raise InvalidInputError("recalled_lesson_ids", f"has more than {MAX_LESSON_IDS} ids")
+    for ident in ids:
+        check_id("recalled_lesson_ids", ident)
     return Experience(
         id=id_for_key(key) if key else uuid.uuid4().hex,
         task=_text("task", task, required=True, limit=MAX_TASK, patterns=extra_patterns),

@@ -3,6 +3,10 @@
 Actions (pin, unpin, quarantine, retire, forget) are a GET confirmation page and a POST that
 must carry the per-run CSRF token (403 otherwise). Unknown ids are 404 pages; an error never
 shows a traceback. Requests for a Host other than the allowed ones are refused (DNS rebinding).
+
+Served beyond loopback (``--allow-remote``), every request must also carry the access token the
+user chose (:class:`TokenGate`): the CSRF token is in every page, so without it anyone who could
+reach the port could read a page, take the token and forget memory.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import secrets
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
@@ -45,6 +50,58 @@ def ticks(text: str) -> Markup:
     return Markup("".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)))
 
 
+#: The cookie that carries the access token after the browser presented it once.
+TOKEN_COOKIE = "mimir_ui_token"
+
+
+class TokenGate:
+    """ASGI middleware: every request needs the access token, as ``Authorization: Bearer``, as
+    the cookie :data:`TOKEN_COOKIE`, or once as ``?token=`` (answered with a redirect to the
+    same URL without it that sets the cookie: HttpOnly, SameSite=Strict). Else 401."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._token = token.encode("utf-8")
+
+    def _is(self, given: str) -> bool:
+        return secrets.compare_digest(given.encode("utf-8"), self._token)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        auth = request.headers.get("authorization", "")
+        if self._is(request.cookies.get(TOKEN_COOKIE, "")) or (
+            auth.startswith("Bearer ") and self._is(auth[len("Bearer ") :])
+        ):
+            await self.app(scope, receive, send)
+            return
+        given = request.query_params.get("token")
+        if given is not None and self._is(given) and request.method == "GET":
+            rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            url = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+            response: Response = RedirectResponse(url, status_code=303)
+            response.set_cookie(
+                TOKEN_COOKIE, given, httponly=True, samesite="strict", path="/", max_age=None
+            )
+        else:
+            response = HTMLResponse(
+                "<!doctype html><title>Mimir: access token needed</title><p>This Mimir UI is "
+                "served beyond loopback and needs its access token: open it once as "
+                "<code>/?token=&lt;the token given to mimir ui&gt;</code>.</p>",
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        await response(scope, receive, send)
+
+
+def seg(ident: object) -> str:
+    """An id as one URL path segment: every character but letters, digits and ``_.-~``
+    percent-encoded (an imported id such as ``..`` or ``a/b`` must not become a path)."""
+    return quote(str(ident), safe="")
+
+
 def create_app(
     m: Any,
     *,
@@ -52,11 +109,14 @@ def create_app(
     bench_dir: str | Path | None = None,
     allowed_hosts: Sequence[str] | None = None,
     poll_seconds: float = 3.0,
+    access_token: str | None = None,
 ) -> Starlette:
-    """The app over the facade ``m``; ``token`` is the CSRF token (random per run if None)."""
+    """The app over the facade ``m``; ``token`` is the CSRF token (random per run if None);
+    ``access_token``, when set, is required of every request (:class:`TokenGate`)."""
     csrf = token or secrets.token_urlsafe(32)
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape())
     env.filters["ticks"] = ticks
+    env.filters["seg"] = seg
     env.globals.update(charts=charts, Markup=Markup, csrf=csrf, poll_ms=int(poll_seconds * 1000))
 
     def page(request: Request, name: str, code: int = 200, **ctx: Any) -> HTMLResponse:
@@ -127,7 +187,7 @@ def create_app(
             await call(m.quarantine_lesson, ident, reason, actor=actor)
         else:
             await call(m.retire_lesson, ident, reason, actor=actor)
-        return RedirectResponse(f"/lessons/{ident}?done={action}", status_code=303)
+        return RedirectResponse(f"/lessons/{seg(ident)}?done={action}", status_code=303)
 
     def _target(request: Request) -> tuple[str, str, str]:
         kind = request.url.path.split("/")[1]
@@ -221,9 +281,12 @@ def create_app(
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     hosts = list(allowed_hosts) if allowed_hosts is not None else LOOPBACK_HOSTS
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
+    if access_token is not None:
+        middleware.append(Middleware(TokenGate, token=access_token))
     return Starlette(
         routes=routes,
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)],
+        middleware=middleware,
         exception_handlers={
             NotFoundError: not_found,
             InvalidInputError: bad_input,

@@ -1,7 +1,9 @@
 """``mimir ui``: serve the web app on 127.0.0.1 (a free port unless ``--port``), printed on stdout.
 
-Binding a non-loopback address needs ``--allow-remote``. The web stack (the ``ui`` extra) loads
-only when the command runs.
+Binding a non-loopback address needs ``--allow-remote`` and an access token (``--token`` or
+``MIMIR_UI_TOKEN``, at least 16 characters, no spaces) that every request must carry; only the
+bind address, loopback names and the ``--allowed-host`` names are accepted as Host headers. The
+web stack (the ``ui`` extra) loads only when the command runs.
 """
 
 from __future__ import annotations
@@ -20,11 +22,54 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-remote",
         action="store_true",
-        help="allow a non-loopback --host (anyone who can reach it can read the store)",
+        help="allow a non-loopback --host (needs --token: every request must carry it)",
+    )
+    p.add_argument(
+        "--token",
+        help=f"access token remote clients must present (or ${TOKEN_ENV}); at least "
+        f"{MIN_TOKEN} characters, no spaces; open the UI once as /?token=<token>",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name clients use to reach a remote UI (repeatable; the bind address and "
+        "loopback names are always allowed)",
     )
     p.add_argument("--bench-dir", default="bench/results", help="where learning*.json live")
     p.add_argument("--poll", type=float, default=3.0, help="seconds between live updates")
     p.set_defaults(handler=cmd_ui)
+
+
+TOKEN_ENV = "MIMIR_UI_TOKEN"
+MIN_TOKEN = 16
+
+
+def check_token(token: str | None) -> str:
+    """The access token of a remote UI: required, at least :data:`MIN_TOKEN` characters, no
+    whitespace (:class:`ConfigError` otherwise)."""
+    from mimir_core.errors import ConfigError
+
+    if not token:
+        raise ConfigError(
+            f"--allow-remote needs an access token: pass --token or set {TOKEN_ENV} (anyone who "
+            f"can reach the port could otherwise read and delete memory)"
+        )
+    if len(token) < MIN_TOKEN or any(c.isspace() for c in token):
+        raise ConfigError(
+            f"the access token must be at least {MIN_TOKEN} characters long, without spaces"
+        )
+    return token
+
+
+def remote_hosts(host: str, extra: list[str]) -> list[str]:
+    """Host headers a remote UI accepts: loopback names, the bind address (unless it is a
+    wildcard) and the names the user gave."""
+    from .app import LOOPBACK_HOSTS
+
+    bound = [] if host.strip("[]") in ("0.0.0.0", "::", "") else [host, f"[{host.strip('[]')}]"]
+    return list(dict.fromkeys([*LOOPBACK_HOSTS, *bound, *extra]))
 
 
 def check_host(host: str, allow_remote: bool) -> None:
@@ -49,6 +94,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     """Serve until interrupted."""
     import json
     import logging
+    import os
     import socket
     import webbrowser
 
@@ -59,6 +105,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from .app import LOOPBACK_HOSTS, create_app
 
     check_host(args.host, args.allow_remote)
+    token = None
+    if args.allow_remote:
+        token = check_token(args.token or os.environ.get(TOKEN_ENV) or None)
     if not 0 <= args.port <= 65535:
         raise InvalidInputError("port", f"must be from 0 to 65535; got {args.port}")
     try:
@@ -78,8 +127,14 @@ def cmd_ui(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise InvalidInputError("port", f"cannot bind {args.host}:{args.port}: {exc}") from exc
     port = sock.getsockname()[1]
-    hosts = ["*"] if args.allow_remote else LOOPBACK_HOSTS
-    app = create_app(m, bench_dir=args.bench_dir, allowed_hosts=hosts, poll_seconds=args.poll)
+    hosts = remote_hosts(args.host, args.allowed_host) if args.allow_remote else LOOPBACK_HOSTS
+    app = create_app(
+        m,
+        bench_dir=args.bench_dir,
+        allowed_hosts=hosts,
+        poll_seconds=args.poll,
+        access_token=token,
+    )
     shown = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     url = f"http://{shown}:{port}/"
     if args.json:
@@ -87,7 +142,11 @@ def cmd_ui(args: argparse.Namespace) -> int:
     else:
         print(f"Mimir UI on {url} (Ctrl-C to stop)", flush=True)
     if args.allow_remote:
-        print("mimir ui: warning: serving beyond loopback", file=sys.stderr)
+        print(
+            f"mimir ui: warning: serving beyond loopback; open {url}?token=<your token> once, "
+            f"Host headers accepted: {', '.join(hosts)}",
+            file=sys.stderr,
+        )
     if args.open:
         webbrowser.open(url)
     # Load the model now and drain hooks' spool so captured records show up live.

@@ -31,6 +31,7 @@ from ..store import AUDIT, EXPERIENCES, LESSONS, sql_in, sql_str
 from ..text import dumps
 from ..types import Lesson
 from ..validate import MAX_NOTE
+from ..validate import check_id as check_new_id
 from .sign import canonical, coerce_key, load_or_create_key
 from .storage import (
     Head,
@@ -198,6 +199,8 @@ def insert(
     items = list(lessons)
     if not items:
         return []
+    for lesson in items:
+        check_new_id("id", lesson.id)
     key = signing_key(m)
     now = m._now()
     out = [signed(lesson, key, now=now) for lesson in items]
@@ -230,6 +233,9 @@ def write_batch(m: Mimir, writes: Sequence[Write], *, actor: str) -> list[Lesson
     """Sign and upsert many lessons at once: one embedding batch, one write, one audit append."""
     if not writes:
         return []
+    for w in writes:
+        if w.expect is None:  # a new lesson (an older store's ids stay writable)
+            check_new_id("id", w.lesson.id)
     key = signing_key(m)
     now = m._now()
     out = [signed(w.lesson, key, now=now) for w in writes]
