@@ -24,19 +24,30 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..digest import write_digest
-from ..errors import InvalidInputError, MimirError, NotFoundError
+from ..errors import InvalidInputError, MimirError, NotFoundError, SigningKeyError
 from ..redact import sanitize
 from ..spool import ensure_private_dir
 from ..store import AUDIT, EXPERIENCES, LESSONS, sql_in, sql_str
 from ..text import dumps
 from ..types import Lesson
 from ..validate import MAX_NOTE
-from .sign import canonical, coerce_key, load_or_create_key
+from .sign import (
+    canonical,
+    coerce_key,
+    key_file_problem,
+    key_id,
+    key_path,
+    load_or_create_key,
+    read_key,
+)
 from .storage import (
+    ROW_MAC,
     Head,
+    bind,
     forget_head,
     from_row,
     heads,
+    is_bound,
     is_replay,
     record_heads,
     rows_by_id,
@@ -44,6 +55,7 @@ from .storage import (
     signed,
     to_row,
     update_values,
+    vector_matches,
 )
 
 if TYPE_CHECKING:
@@ -52,6 +64,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("mimir.lessons")
 
 STATUSES = ("candidate", "active", "quarantined", "superseded", "retired")
+#: The ``meta`` key holding the fingerprint of the key that signs this store's lessons.
+KEY_ID = "signing_key_id"
+_CHECKED_COLS = ["id", "status", "scope", "kind", "trigger", "rule"]
 
 
 class LessonStateError(MimirError):
@@ -59,13 +74,81 @@ class LessonStateError(MimirError):
 
 
 def signing_key(m: Mimir) -> bytes:
-    """The HMAC key: the explicit one given to :class:`Mimir`, else the per-install key file."""
+    """The HMAC key: the explicit one given to :class:`Mimir`, else the per-install key file.
+
+    Raises :class:`SigningKeyError` (naming the key file and what to do) when the key is
+    malformed, missing while the store has signed lessons, or not the key that signed them: a
+    new key is never made silently, as every lesson would then fail verification.
+    """
     cached: bytes | None = getattr(m, "_signing_key_bytes", None)
-    if cached is None:
-        spec = getattr(m, "_signing_key_spec", None)
-        cached = coerce_key(spec) if spec else load_or_create_key(m.home)
-        m._signing_key_bytes = cached
+    if cached is not None:
+        return cached
+    problem: str | None = getattr(m, "_signing_key_problem", None)
+    if problem is None:
+        try:
+            cached = _checked_key(m)
+        except SigningKeyError as exc:
+            m._signing_key_problem = problem = str(exc)
+            log.warning("%s", problem)
+            log_event(m.home, "signing_key_problem", error=problem)
+    if problem is not None:
+        raise SigningKeyError(problem)
+    assert cached is not None
+    m._signing_key_bytes = cached
     return cached
+
+
+def key_problem(m: Mimir) -> str | None:
+    """Why lessons cannot be verified now (``None``: the key is fine)."""
+    try:
+        signing_key(m)
+    except SigningKeyError as exc:
+        return str(exc)
+    return None
+
+
+def _checked_key(m: Mimir) -> bytes:
+    """Load the key and check it against the fingerprint the store keeps (recording it the
+    first time, if the key verifies the store's lessons or there are none)."""
+    spec = getattr(m, "_signing_key_spec", None)
+    path = key_path(m.home)
+    source = "the key given as signing_key / MIMIR_SIGNING_KEY" if spec else f"the key {path}"
+    store = m.store
+    if spec:
+        key = coerce_key(spec)
+    else:
+        problem = key_file_problem(m.home)
+        if problem is not None:
+            raise SigningKeyError(f"{problem}; lessons stay unverified (not served) until it is")
+        found = read_key(m.home)
+        if found is None:
+            signed_rows = store.count(LESSONS)
+            if signed_rows or store.meta().get(KEY_ID):
+                raise SigningKeyError(
+                    f"the signing key file {path} is missing but this store has "
+                    f"{signed_rows} signed lesson(s); restore the file from a backup (or set "
+                    f"MIMIR_SIGNING_KEY to the key that signed them). No new key is made: "
+                    f"every lesson would fail verification. To start over instead, forget "
+                    f"the lessons (`mimir forget ID`)"
+                )
+        key = found if found is not None else load_or_create_key(m.home)
+    want = store.meta().get(KEY_ID)
+    if want and want != key_id(key):
+        raise SigningKeyError(
+            f"{source} is not the key that signed this store's lessons (key id "
+            f"{key_id(key)[:12]}, the store's is {want[:12]}); restore the original key file "
+            f"{path} (or MIMIR_SIGNING_KEY). Until then its lessons are unverified: not served, "
+            f"not quarantined"
+        )
+    if not want:
+        rows = store.select(LESSONS, None, ["payload", "signature", *_CHECKED_COLS], limit=50)
+        if rows and not any(from_row(r, key, placement=False)[1] for r in rows):
+            raise SigningKeyError(
+                f"{source} verifies none of this store's lessons; if it was replaced, "
+                f"restore the original key file {path} (or MIMIR_SIGNING_KEY)"
+            )
+        store.set_meta({KEY_ID: key_id(key)})
+    return key
 
 
 def log_event(home: Path, event: str, **detail: Any) -> None:
@@ -113,6 +196,7 @@ def load_valid(m: Mimir, ident: str, doing: str) -> Lesson:
     """The lesson by id, or :class:`LessonStateError` if its signature failed (quarantined)."""
     lesson, ok = load(m, ident)
     if not ok:
+        signing_key(m)  # a key problem says so, naming the key file
         raise LessonStateError(
             f"lesson {ident!r} failed its signature check and is quarantined; it cannot be {doing}"
         )
@@ -125,12 +209,23 @@ def verified(
     *,
     refresh: bool = True,
     known_heads: Mapping[str, Head] | None = None,
+    fresh: Mapping[str, Any] | None = None,
 ) -> tuple[Lesson, bool]:
     """Parse and verify a row; quarantine it (once) if its signature fails or it is a replay.
 
     ``known_heads``: the heads of a batch of rows read at once (else this row's is read).
+    ``fresh``: trigger embeddings of the batch's unbound rows (else embedded here).
+    With a key problem (:func:`key_problem`) nothing verifies and nothing is quarantined: the
+    lesson is unverified, and restoring the key brings it back.
     """
+    if key_problem(m) is not None:
+        return from_row(row, b"\0" * 32, placement=False)[0], False
     lesson, ok = from_row(row, signing_key(m))
+    if ok and not is_bound(row) and not bind_legacy(m, row, lesson, fresh):
+        if row.get("status") == "quarantined":
+            return lesson, False
+        why = "its vector is not its trigger's embedding (retargeted)"
+        return quarantine_tampered(m, row, lesson, refresh=refresh, reason=why), False
     if ok:
         ident = str(row.get("id"))
         hd = known_heads if known_heads is not None else heads(m.store, [ident])
@@ -151,11 +246,54 @@ def load_many(
     """Every (lesson, valid) matching a SQL filter over the lessons table."""
     rows = select_rows(m.store, where, limit=limit)
     hd = heads(m.store, [str(r.get("id")) for r in rows]) if rows else {}
-    return [verified(m, r, refresh=refresh, known_heads=hd) for r in rows]
+    unbound = [r for r in rows if not is_bound(r)] if key_problem(m) is None else []
+    fresh: dict[str, Any] = {}
+    if unbound:  # rows written before placement bindings: one embedding batch to bind them
+        vecs = m.embedder.embed([str(r.get("trigger") or "") for r in unbound])
+        fresh = {str(r.get("id")): v for r, v in zip(unbound, vecs, strict=True)}
+    return [verified(m, r, refresh=refresh, known_heads=hd, fresh=fresh) for r in rows]
+
+
+def bind_legacy(
+    m: Mimir, row: dict[str, Any], lesson: Lesson, fresh: Mapping[str, Any] | None = None
+) -> bool:
+    """Bind a (verified) row written before placement bindings, if its vector is its trigger's
+    embedding; ``False`` (not bound) if it is not. Audited and logged once per lesson."""
+    ident = str(row.get("id"))
+    vec = (fresh or {}).get(ident)
+    if vec is None:
+        vec = m.embedder.embed([lesson.trigger])[0]
+    if row.get("vector") is None or not vector_matches(row["vector"], vec):
+        return False
+    from ..text import fts_text
+
+    new = bind(dict(row, text=fts_text(f"{lesson.trigger}\n{lesson.rule}")), signing_key(m))
+    where = f"id = {sql_str(ident)} AND signature = {sql_str(str(row.get('signature')))}"
+    m.store.update(LESSONS, where, {"payload": new["payload"], "text": new["text"]})
+    row.update(payload=new["payload"], text=new["text"])
+    detail = {"reason": "placement columns (vector, text, updated_at) bound to its signature"}
+    m.audit("mimir", ident, "row_bound", dict(detail, status=row.get("status")))
+    log_event(m.home, "row_bound", lesson=ident)
+    return True
+
+
+def ensure_bound(m: Mimir) -> int:
+    """Bind (or quarantine, if retargeted) every row written before placement bindings;
+    returns how many rows were looked at. Cheap when there are none (one count)."""
+    where = f"payload NOT LIKE '%\"{ROW_MAC}\":%'"
+    if not m.store.count(LESSONS, where):
+        return 0
+    return len(load_many(m, where))
 
 
 def quarantine_tampered(
-    m: Mimir, row: dict[str, Any], lesson: Lesson, *, refresh: bool = True, replayed: bool = False
+    m: Mimir,
+    row: dict[str, Any],
+    lesson: Lesson,
+    *,
+    refresh: bool = True,
+    replayed: bool = False,
+    reason: str | None = None,
 ) -> Lesson:
     """Stop serving a lesson whose signature failed (or a replay); keep the evidence of the edit."""
     ident = str(row.get("id"))
@@ -169,7 +307,7 @@ def quarantine_tampered(
         pass
     m.store.update(LESSONS, f"id = {sql_str(ident)}", values)
     event = "replay_detected" if replayed else "signature_failed"
-    why = (
+    why = reason or (
         "an older signed version of the lesson was written back (replay)"
         if replayed
         else "signature verification failed"
@@ -203,7 +341,8 @@ def insert(
     out = [signed(lesson, key, now=now) for lesson in items]
     vectors = m.embedder.embed([lesson.trigger for lesson in out])
     with m.store.writing():
-        m.store.upsert(LESSONS, [to_row(le, v) for le, v in zip(out, vectors, strict=True)])
+        rows = [bind(to_row(le, v), key) for le, v in zip(out, vectors, strict=True)]
+        m.store.upsert(LESSONS, rows)
         record_heads(m.store, out)
     for lesson in out:
         m.audit(actor, lesson.id, event, dict(detail or {}, status=lesson.status))
@@ -251,7 +390,7 @@ def write_batch(m: Mimir, writes: Sequence[Write], *, actor: str) -> list[Lesson
             log.warning("lesson %s changed during consolidation: left as it is", out[i].id)
         writes = [writes[i] for i in keep]
         out = [out[i] for i in keep]
-        rows = [to_row(out[j], vectors[i]) for j, i in enumerate(keep)]
+        rows = [bind(to_row(out[j], vectors[i]), key) for j, i in enumerate(keep)]
         if rows:
             m.store.upsert(LESSONS, rows)
             record_heads(m.store, out)
@@ -291,14 +430,17 @@ def save(
     ``lesson.signature`` must still be the stored one: if another process changed the lesson
     since it was read, nothing is written and :class:`LessonStateError` says so.
     """
-    out = signed(lesson, signing_key(m), now=m._now())
+    key = signing_key(m)
+    out = signed(lesson, key, now=m._now())
     with m.store.writing():
         rows = rows_by_id(m.store, [out.id])
         if not rows or rows[0].get("signature") != lesson.signature:
             raise LessonStateError(
                 f"lesson {out.id!r} was changed by another process meanwhile; read it again"
             )
-        m.store.update(LESSONS, f"id = {sql_str(out.id)}", update_values(out))
+        values = update_values(out)
+        values["payload"] = bind(dict(values, vector=rows[0]["vector"]), key)["payload"]
+        m.store.update(LESSONS, f"id = {sql_str(out.id)}", values)
         record_heads(m.store, [out])
     m.audit(actor, out.id, event, dict(detail or {}, status=out.status))
     if out.status == "active" or was_active:
@@ -319,6 +461,7 @@ def change_status(
     """Move a (valid) lesson to ``status``, audited with ``reason``."""
     lesson, ok = load(m, ident)
     if not ok:
+        signing_key(m)  # a key problem says so, naming the key file
         if status == "quarantined":
             return lesson  # already quarantined when its signature failed
         raise LessonStateError(
