@@ -151,6 +151,19 @@ def _checked_key(m: Mimir) -> bytes:
     return key
 
 
+#: Test hook: ``MIMIR_CRASH_AT=<point>`` SIGKILLs the process at that point of a lesson write
+#: (the kill -9 tests prove that the audit trail is completed afterwards).
+CRASH_ENV = "MIMIR_CRASH_AT"
+
+
+def crash_point(name: str) -> None:
+    """Die here, as a SIGKILL would, if the crash hook names this point."""
+    if os.environ.get(CRASH_ENV) == name:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def log_event(home: Path, event: str, **detail: Any) -> None:
     """Append one JSON line to ``<home>/logs/lessons.log`` (0600); never raises."""
     try:
@@ -343,7 +356,9 @@ def insert(
     with m.store.writing():
         rows = [bind(to_row(le, v), key) for le, v in zip(out, vectors, strict=True)]
         m.store.upsert(LESSONS, rows)
+        crash_point("lesson_rows_written")
         record_heads(m.store, out)
+    crash_point("lesson_heads_written")
     for lesson in out:
         m.audit(actor, lesson.id, event, dict(detail or {}, status=lesson.status))
     if any(lesson.status == "active" for lesson in out):
@@ -393,7 +408,9 @@ def write_batch(m: Mimir, writes: Sequence[Write], *, actor: str) -> list[Lesson
         rows = [bind(to_row(out[j], vectors[i]), key) for j, i in enumerate(keep)]
         if rows:
             m.store.upsert(LESSONS, rows)
+            crash_point("lesson_rows_written")
             record_heads(m.store, out)
+    crash_point("lesson_heads_written")
     if not out:
         return []
     ts = now.timestamp()

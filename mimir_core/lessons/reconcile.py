@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..store import AUDIT, LESSONS, META, sql_in
-from .lifecycle import ensure_bound, load_many, log_event, signing_key
+from .lifecycle import ensure_bound, key_problem, load_many, log_event, signing_key
 from .storage import HEAD_PREFIX, heads, record_heads
 
 if TYPE_CHECKING:
@@ -87,6 +87,21 @@ def report_missing(m: Mimir) -> list[str]:
     if fresh:
         m.store.set_meta({MISSING_PREFIX + i: "1" for i in fresh})
     return gone
+
+
+def lesson_problems(m: Mimir) -> list[str]:
+    """What stops lessons from being trusted, in words (the UI shows them): a key problem, and
+    lessons deleted outside Mimir (each audited and logged once, :func:`report_missing`)."""
+    out = []
+    problem = key_problem(m)
+    if problem is not None:
+        out.append(problem)
+    out.extend(
+        f"lesson {ident} was deleted outside Mimir: its row is gone but its head remains; "
+        f"restore it from a backup (`mimir import`) or acknowledge with `mimir forget {ident}`"
+        for ident in report_missing(m)
+    )
+    return out
 
 
 def acknowledge_missing(m: Mimir, ident: str) -> bool:
