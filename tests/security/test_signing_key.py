@@ -122,3 +122,22 @@ def test_a_malformed_key_file_without_lessons_is_not_an_oserror(home: Path) -> N
         assert lessons_check(m)["ok"] is False
     finally:
         m.close()
+
+
+def test_with_the_key_lost_for_good_forgetting_the_lessons_starts_over(
+    home: Path, seeded: Path
+) -> None:
+    seeded.unlink()
+    m = opened(home)
+    try:
+        for i in range(3):
+            m.forget(f"les_{i}")  # works without the key: only the evidence ids are read
+    finally:
+        m.close()
+    m = opened(home)
+    try:
+        insert(m, [lesson(7)], actor="t", event="admitted")  # a new key, recorded
+        assert seeded.exists() and [le.id for le in m.lessons(QUERY)] == ["les_7"]
+        assert lessons_check(m)["ok"]
+    finally:
+        m.close()
