@@ -163,7 +163,7 @@ def run_checks(m: Mimir) -> list[Check]:
 
 def _lessons_detail(m: Mimir) -> str:
     """The lessons' integrity: the signing key, deleted rows, crash leftovers (reconciled)."""
-    from .lessons.lifecycle import KEY_ID
+    from .lessons.keys import KEY_ID
     from .lessons.reconcile import head_ids, maintain
     from .lessons.sign import key_file_problem
     from .store import LESSONS

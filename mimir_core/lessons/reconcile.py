@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..store import AUDIT, LESSONS, META, sql_in
-from .lifecycle import ensure_bound, key_problem, load_many, log_event, signing_key
+from .keys import key_problem, signing_key
+from .lifecycle import ensure_bound, load_many, log_event
 from .storage import HEAD_PREFIX, heads, record_heads
 
 if TYPE_CHECKING:
