@@ -165,12 +165,13 @@ def _lessons_detail(m: Mimir) -> str:
     """The lessons' integrity: the signing key, deleted rows, crash leftovers (reconciled)."""
     from .lessons.keys import KEY_ID
     from .lessons.reconcile import head_ids, maintain
+    from .errors import SigningKeyError
     from .lessons.sign import key_file_problem
     from .store import LESSONS
 
     problem = key_file_problem(m.home)
     if problem is not None:
-        raise StoreError(problem)
+        raise SigningKeyError(problem)
     store = m.store
     if not store.count(LESSONS) and not head_ids(m) and not store.meta().get(KEY_ID):
         return "no lessons yet"
