@@ -163,9 +163,9 @@ def run_checks(m: Mimir) -> list[Check]:
 
 def _lessons_detail(m: Mimir) -> str:
     """The lessons' integrity: the signing key, deleted rows, crash leftovers (reconciled)."""
+    from .errors import SigningKeyError
     from .lessons.keys import KEY_ID
     from .lessons.reconcile import head_ids, maintain
-    from .errors import SigningKeyError
     from .lessons.sign import key_file_problem
     from .store import LESSONS
 
