@@ -193,10 +193,15 @@ def bind_legacy(
         return False
     from ..text import fts_text
 
-    new = bind(dict(row, text=fts_text(f"{lesson.trigger}\n{lesson.rule}")), signing_key(m))
+    derived = {
+        "text": fts_text(f"{lesson.trigger}\n{lesson.rule}"),
+        "updated_at": lesson.updated_at.timestamp(),
+    }
+    new = bind(dict(row, **derived), signing_key(m))
+    values = dict(derived, payload=new["payload"])
     where = f"id = {sql_str(ident)} AND signature = {sql_str(str(row.get('signature')))}"
-    m.store.update(LESSONS, where, {"payload": new["payload"], "text": new["text"]})
-    row.update(payload=new["payload"], text=new["text"])
+    m.store.update(LESSONS, where, values)
+    row.update(values)
     detail = {"reason": "placement columns (vector, text, updated_at) bound to its signature"}
     m.audit("mimir", ident, "row_bound", dict(detail, status=row.get("status")))
     log_event(m.home, "row_bound", lesson=ident)

@@ -164,10 +164,10 @@ def update_values(lesson: Lesson) -> dict[str, Any]:
 def from_row(row: dict[str, Any], key: bytes, *, placement: bool = True) -> tuple[Lesson, bool]:
     """(lesson, verified) of a row. A row that does not even parse gives a quarantined stub.
 
-    With ``placement`` (the default: any row read from the table), the row's ``updated_at``
-    must be the lesson's and, when the row is bound, ``row_mac`` must match its vector and text
-    (the row must then have been read with them: :data:`LESSON_COLUMNS`). An unbound row
-    verifies on its lesson signature alone; :func:`~.lifecycle.verified` binds it.
+    With ``placement`` (the default: any row read from the table), a bound row's ``updated_at``
+    must be the lesson's and its ``row_mac`` must match its vector and text (the row must then
+    have been read with them: :data:`LESSON_COLUMNS`). An unbound row verifies on its lesson
+    signature alone; :func:`~.lifecycle.verified` binds it (its text and time rewritten).
     ``placement=False`` is for rows that carry no placement columns (an export's).
     """
     try:
@@ -179,11 +179,10 @@ def from_row(row: dict[str, Any], key: bytes, *, placement: bool = True) -> tupl
         ok = verify(key, data, sig) and sig == row.get("signature")
         ok = ok and all(data.get(c) == row.get(c) for c in _CHECKED)
         lesson = Lesson.model_validate(dict(data, signature=sig if isinstance(sig, str) else ""))
-        if ok and placement:
+        if ok and placement and mac is not None:  # an unbound row is bound on first read
             stamp = row.get("updated_at")
             ok = stamp is not None and abs(float(stamp) - lesson.updated_at.timestamp()) < 1e-6
-            if ok and mac is not None:
-                ok = isinstance(mac, str) and verify_mac(key, row, mac)
+            ok = ok and isinstance(mac, str) and verify_mac(key, row, mac)
         return lesson, bool(ok)
     except (ValueError, TypeError, ValidationError) as exc:
         log.warning("lesson %s has an unreadable payload: %s", row.get("id"), exc)
