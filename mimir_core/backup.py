@@ -454,6 +454,7 @@ class _Reader:
         try:
             data = json.loads(row["payload"])
             if isinstance(data, dict):
+                data.pop("row_mac", None)  # the row's placement binding, not a lesson field
                 lesson = Lesson.model_validate(data)
         except (ValueError, ValidationError):
             lesson = None  # imported quarantined, like a row whose payload is unreadable
@@ -645,7 +646,7 @@ class _Writer:
     def _lesson(self, recs: list[dict[str, Any]]) -> None:
         from .lessons.lifecycle import log_event, signing_key
         from .lessons.sign import sign
-        from .lessons.storage import from_row, record_heads, signable, to_row
+        from .lessons.storage import bind, from_row, is_bound, record_heads, signable, to_row
         from .redact import sanitize
         from .text import fts_text
 
@@ -655,11 +656,12 @@ class _Writer:
         key = signing_key(self.m)
         rows: list[dict[str, Any]] = []
         signed_ok: list[Lesson] = []  # verified or re-signed: their heads are recorded
+        bindable: set[str] = set()
         events: list[tuple[str, str, dict[str, Any]]] = []
         for rec in fresh:
             raw: dict[str, Any] = dict(rec["row"])
             lesson = Lesson.model_validate(rec["lesson"]) if rec["lesson"] else None
-            parsed, ok = from_row(raw, key)
+            parsed, ok = from_row(raw, key, placement=False)
             clean = None
             if lesson is not None:  # the chokepoint: no secret enters through a lesson either
                 clean = lesson.model_copy(
@@ -669,11 +671,13 @@ class _Writer:
             if ok:
                 row = dict(raw, text=fts_text(f"{raw['trigger']}\n{raw['rule']}"))
                 signed_ok.append(parsed)
+                bindable.add(str(raw["id"]))
                 self.active_added = self.active_added or raw["status"] == "active"
             elif clean is not None and self.resign:
                 clean.signature = sign(key, signable(clean))
                 row = to_row(clean, [])
                 signed_ok.append(clean)
+                bindable.add(clean.id)
                 events.append((clean.id, "import_resigned", {"status": clean.status}))
                 self.active_added = self.active_added or clean.status == "active"
             else:
@@ -689,6 +693,8 @@ class _Writer:
                     (str(raw["id"]), "import_quarantined", {"reason": reason, "was": was})
                 )
             row["vector"] = rec["vector"] if ok and rec["vector"] is not None else None
+            if row["vector"] is not None and not (is_bound(row) and from_row(row, key)[1]):
+                row["vector"] = None  # a vector not bound to this lesson: re-derived
             rows.append(row)
         todo = [r for r in rows if r["vector"] is None]
         if todo:
@@ -696,6 +702,9 @@ class _Writer:
             for r, v in zip(todo, vecs, strict=True):
                 r["vector"] = list(map(float, v))
             self.report.reembedded += len(todo)
+        for r in rows:  # verified or re-signed: their placement bound with this store's key
+            if r["id"] in bindable:
+                bind(r, key)
         with self.m.store.writing():
             added = set(self.m.store.insert_new(LESSONS, rows, key="id"))
             record_heads(self.m.store, [le for le in signed_ok if le.id in added])

@@ -91,6 +91,9 @@ def run_checks(m: Mimir) -> list[Check]:
         st = m.stats()
         return f"{st.experiences} experience(s), {sum(st.lessons.values())} lesson(s)"
 
+    def lessons() -> str:
+        return _lessons_detail(m)
+
     def extras() -> str:
         have = [k for k, mod in EXTRAS.items() if _installed(mod)]
         missing = [k for k in EXTRAS if k not in have]
@@ -148,6 +151,7 @@ def run_checks(m: Mimir) -> list[Check]:
         ("tables", tables),
         ("store", store),
         ("contents", contents),
+        ("lessons", lessons),
         ("spool", spool_check),
         ("extras", extras),
     ]:
@@ -196,6 +200,38 @@ def _without_self(message: str) -> str:
     ):
         message = message.replace(advice, "")
     return message
+
+
+def _lessons_detail(m: Mimir) -> str:
+    """The lessons' integrity: the signing key, deleted rows, crash leftovers (reconciled)."""
+    from .errors import SigningKeyError
+    from .lessons.keys import KEY_ID
+    from .lessons.reconcile import head_ids, maintain
+    from .lessons.sign import key_file_problem
+    from .store import LESSONS
+
+    problem = key_file_problem(m.home)
+    if problem is not None:
+        raise SigningKeyError(problem)
+    store = m.store
+    if not store.count(LESSONS) and not head_ids(m) and not store.meta().get(KEY_ID):
+        return "no lessons yet"
+    done = maintain(m)  # SigningKeyError names the key file and what to do
+    if done.missing:
+        ids = ", ".join(done.missing[:5]) + (" ..." if len(done.missing) > 5 else "")
+        raise StoreError(
+            f"{len(done.missing)} lesson(s) deleted outside Mimir (row gone, head kept): {ids}; "
+            f"restore them from a backup (`mimir import`) or acknowledge each with "
+            f"`mimir forget ID`"
+        )
+    notes = [f"{store.count(LESSONS)} lesson(s), signing key matches"]
+    if done.audited:
+        notes.append(f"added {len(done.audited)} audit entr(ies) a crash left out")
+    if done.heads_added:
+        notes.append(f"recorded {len(done.heads_added)} missing head(s)")
+    if done.bound:
+        notes.append(f"checked {done.bound} row(s) written before placement bindings")
+    return "; ".join(notes)
 
 
 def _installed(module: str) -> bool:

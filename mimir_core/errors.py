@@ -61,6 +61,11 @@ class ConfigError(MimirError):
     """A setting has an invalid value."""
 
 
+class SigningKeyError(MimirError):
+    """The lessons' signing key is missing, malformed, or not the key that signed them; the
+    message names the key file and what to do."""
+
+
 class OptionalDependencyError(MimirError, ImportError):
     """An adapter needs an extra that is not installed; the message names the pip command."""
 

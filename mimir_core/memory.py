@@ -140,6 +140,7 @@ class Mimir(LessonsMixin):
             signing_key = s.signing_key.get_secret_value()
         self._signing_key_spec: str | bytes | None = signing_key
         self._signing_key_bytes: bytes | None = None
+        self._signing_key_problem: str | None = None
         self.auto_consolidate = bool(
             auto_consolidate
             if auto_consolidate is not None
@@ -379,6 +380,10 @@ class Mimir(LessonsMixin):
         if table is None and store.count(LESSONS, where):
             table = LESSONS
         if table is None:
+            from .lessons.reconcile import acknowledge_missing
+
+            if acknowledge_missing(self, ident):  # a lesson deleted outside Mimir: noted
+                return
             raise NotFoundError("experience or lesson", ident)
         if table == LESSONS:
             forget_lesson(self, ident, with_experiences=with_experiences)
@@ -776,11 +781,13 @@ class Mimir(LessonsMixin):
                 parts.append(store.arrow_table(EXPERIENCES, rows))
             new = store.arrow_table(EXPERIENCES, [], parts)
             store.replace_table(EXPERIENCES, new)
-            lessons = store.column(LESSONS, [f for f in store.lesson_columns()]).to_pylist()
+            lessons = store.column(LESSONS, [*store.lesson_columns(), "vector"]).to_pylist()
             if lessons:
+                from .lessons.lifecycle import signing_key
+                from .lessons.storage import rebind
+
                 vecs = emb.embed([str(r["trigger"]) for r in lessons])
-                for r, v in zip(lessons, vecs, strict=True):
-                    r["vector"] = list(v)
+                rebind(lessons, vecs, signing_key(self))
             store.replace_table(LESSONS, lessons)
             docs = store.column(KV, [f.name for f in store.table(KV).schema]).to_pylist()
             reembed_rows(docs, emb, batch=batch)

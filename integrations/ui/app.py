@@ -102,6 +102,16 @@ def seg(ident: object) -> str:
     return quote(str(ident), safe="")
 
 
+def _lesson_problems(m: Any) -> list[str]:
+    """Deleted lessons and key problems, for the lessons page (never fails the page)."""
+    from mimir_core.lessons.reconcile import lesson_problems
+
+    try:
+        return lesson_problems(m)
+    except MimirError as exc:
+        return [str(exc)]
+
+
 def create_app(
     m: Any,
     *,
@@ -145,7 +155,16 @@ def create_app(
         if status is not None and status not in STATUSES:
             raise InvalidInputError("status", f"must be one of {', '.join(STATUSES)}")
         found = await call(insights.search_lessons, m, q, status=status)
-        return page(request, "lessons.html", lessons=found, status=status, q=q, statuses=STATUSES)
+        problems = await call(_lesson_problems, m)
+        return page(
+            request,
+            "lessons.html",
+            lessons=found,
+            status=status,
+            q=q,
+            statuses=STATUSES,
+            problems=problems,
+        )
 
     async def lesson(request: Request) -> Response:
         ident = request.path_params["id"]

@@ -230,7 +230,7 @@ def _known(m: Mimir) -> list[Known]:
     """Every stored lesson (any status) with its trigger embedding."""
     import numpy as np
 
-    rows = arrow_rows(m.store.column(LESSONS, [*LESSON_COLUMNS, "vector"]))
+    rows = arrow_rows(m.store.column(LESSONS, LESSON_COLUMNS))
     key = signing_key(m)
     out = []
     for row in rows:
@@ -361,6 +361,10 @@ def _run_locked(
     m: Mimir, *, dry_run: bool, judge: Judge | None, force: bool
 ) -> ConsolidationReport:
     report = ConsolidationReport(dry_run=dry_run)
+    if not dry_run:  # the key checked, old rows bound, crash leftovers audited, deletions told
+        from .reconcile import maintain
+
+        maintain(m)
     new, working, full, mark = _select_new(m, force)
     report.examined = len(new)
     run_id = f"{m._now():%Y%m%dT%H%M%S}-{os.getpid()}"

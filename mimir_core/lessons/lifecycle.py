@@ -32,12 +32,17 @@ from ..text import dumps
 from ..types import Lesson
 from ..validate import MAX_NOTE
 from ..validate import check_id as check_new_id
-from .sign import canonical, coerce_key, load_or_create_key
+from .keys import key_problem
+from .keys import signing_key as signing_key  # re-exported: many callers import it from here
+from .sign import canonical
 from .storage import (
+    ROW_MAC,
     Head,
+    bind,
     forget_head,
     from_row,
     heads,
+    is_bound,
     is_replay,
     record_heads,
     rows_by_id,
@@ -45,6 +50,7 @@ from .storage import (
     signed,
     to_row,
     update_values,
+    vector_matches,
 )
 
 if TYPE_CHECKING:
@@ -59,14 +65,17 @@ class LessonStateError(MimirError):
     """The lesson cannot make this change (e.g. pinning a lesson whose signature failed)."""
 
 
-def signing_key(m: Mimir) -> bytes:
-    """The HMAC key: the explicit one given to :class:`Mimir`, else the per-install key file."""
-    cached: bytes | None = getattr(m, "_signing_key_bytes", None)
-    if cached is None:
-        spec = getattr(m, "_signing_key_spec", None)
-        cached = coerce_key(spec) if spec else load_or_create_key(m.home)
-        m._signing_key_bytes = cached
-    return cached
+#: Test hook: ``MIMIR_CRASH_AT=<point>`` SIGKILLs the process at that point of a lesson write
+#: (the kill -9 tests prove that the audit trail is completed afterwards).
+CRASH_ENV = "MIMIR_CRASH_AT"
+
+
+def crash_point(name: str) -> None:
+    """Die here, as a SIGKILL would, if the crash hook names this point."""
+    if os.environ.get(CRASH_ENV) == name:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def log_event(home: Path, event: str, **detail: Any) -> None:
@@ -114,6 +123,7 @@ def load_valid(m: Mimir, ident: str, doing: str) -> Lesson:
     """The lesson by id, or :class:`LessonStateError` if its signature failed (quarantined)."""
     lesson, ok = load(m, ident)
     if not ok:
+        signing_key(m)  # a key problem says so, naming the key file
         raise LessonStateError(
             f"lesson {ident!r} failed its signature check and is quarantined; it cannot be {doing}"
         )
@@ -126,12 +136,23 @@ def verified(
     *,
     refresh: bool = True,
     known_heads: Mapping[str, Head] | None = None,
+    fresh: Mapping[str, Any] | None = None,
 ) -> tuple[Lesson, bool]:
     """Parse and verify a row; quarantine it (once) if its signature fails or it is a replay.
 
     ``known_heads``: the heads of a batch of rows read at once (else this row's is read).
+    ``fresh``: trigger embeddings of the batch's unbound rows (else embedded here).
+    With a key problem (:func:`key_problem`) nothing verifies and nothing is quarantined: the
+    lesson is unverified, and restoring the key brings it back.
     """
+    if key_problem(m) is not None:
+        return from_row(row, b"\0" * 32, placement=False)[0], False
     lesson, ok = from_row(row, signing_key(m))
+    if ok and not is_bound(row) and not bind_legacy(m, row, lesson, fresh):
+        if row.get("status") == "quarantined":
+            return lesson, False
+        why = "its vector is not its trigger's embedding (retargeted)"
+        return quarantine_tampered(m, row, lesson, refresh=refresh, reason=why), False
     if ok:
         ident = str(row.get("id"))
         hd = known_heads if known_heads is not None else heads(m.store, [ident])
@@ -152,11 +173,59 @@ def load_many(
     """Every (lesson, valid) matching a SQL filter over the lessons table."""
     rows = select_rows(m.store, where, limit=limit)
     hd = heads(m.store, [str(r.get("id")) for r in rows]) if rows else {}
-    return [verified(m, r, refresh=refresh, known_heads=hd) for r in rows]
+    unbound = [r for r in rows if not is_bound(r)] if key_problem(m) is None else []
+    fresh: dict[str, Any] = {}
+    if unbound:  # rows written before placement bindings: one embedding batch to bind them
+        vecs = m.embedder.embed([str(r.get("trigger") or "") for r in unbound])
+        fresh = {str(r.get("id")): v for r, v in zip(unbound, vecs, strict=True)}
+    return [verified(m, r, refresh=refresh, known_heads=hd, fresh=fresh) for r in rows]
+
+
+def bind_legacy(
+    m: Mimir, row: dict[str, Any], lesson: Lesson, fresh: Mapping[str, Any] | None = None
+) -> bool:
+    """Bind a (verified) row written before placement bindings, if its vector is its trigger's
+    embedding; ``False`` (not bound) if it is not. Audited and logged once per lesson."""
+    ident = str(row.get("id"))
+    vec = (fresh or {}).get(ident)
+    if vec is None:
+        vec = m.embedder.embed([lesson.trigger])[0]
+    if row.get("vector") is None or not vector_matches(row["vector"], vec):
+        return False
+    from ..text import fts_text
+
+    derived = {
+        "text": fts_text(f"{lesson.trigger}\n{lesson.rule}"),
+        "updated_at": lesson.updated_at.timestamp(),
+    }
+    new = bind(dict(row, **derived), signing_key(m))
+    values = dict(derived, payload=new["payload"])
+    where = f"id = {sql_str(ident)} AND signature = {sql_str(str(row.get('signature')))}"
+    m.store.update(LESSONS, where, values)
+    row.update(values)
+    detail = {"reason": "placement columns (vector, text, updated_at) bound to its signature"}
+    m.audit("mimir", ident, "row_bound", dict(detail, status=row.get("status")))
+    log_event(m.home, "row_bound", lesson=ident)
+    return True
+
+
+def ensure_bound(m: Mimir) -> int:
+    """Bind (or quarantine, if retargeted) every row written before placement bindings;
+    returns how many rows were looked at. Cheap when there are none (one count)."""
+    where = f"payload NOT LIKE '%\"{ROW_MAC}\":%'"
+    if not m.store.count(LESSONS, where):
+        return 0
+    return len(load_many(m, where))
 
 
 def quarantine_tampered(
-    m: Mimir, row: dict[str, Any], lesson: Lesson, *, refresh: bool = True, replayed: bool = False
+    m: Mimir,
+    row: dict[str, Any],
+    lesson: Lesson,
+    *,
+    refresh: bool = True,
+    replayed: bool = False,
+    reason: str | None = None,
 ) -> Lesson:
     """Stop serving a lesson whose signature failed (or a replay); keep the evidence of the edit."""
     ident = str(row.get("id"))
@@ -170,7 +239,7 @@ def quarantine_tampered(
         pass
     m.store.update(LESSONS, f"id = {sql_str(ident)}", values)
     event = "replay_detected" if replayed else "signature_failed"
-    why = (
+    why = reason or (
         "an older signed version of the lesson was written back (replay)"
         if replayed
         else "signature verification failed"
@@ -206,8 +275,11 @@ def insert(
     out = [signed(lesson, key, now=now) for lesson in items]
     vectors = m.embedder.embed([lesson.trigger for lesson in out])
     with m.store.writing():
-        m.store.upsert(LESSONS, [to_row(le, v) for le, v in zip(out, vectors, strict=True)])
+        rows = [bind(to_row(le, v), key) for le, v in zip(out, vectors, strict=True)]
+        m.store.upsert(LESSONS, rows)
+        crash_point("lesson_rows_written")
         record_heads(m.store, out)
+    crash_point("lesson_heads_written")
     for lesson in out:
         m.audit(actor, lesson.id, event, dict(detail or {}, status=lesson.status))
     if any(lesson.status == "active" for lesson in out):
@@ -257,10 +329,12 @@ def write_batch(m: Mimir, writes: Sequence[Write], *, actor: str) -> list[Lesson
             log.warning("lesson %s changed during consolidation: left as it is", out[i].id)
         writes = [writes[i] for i in keep]
         out = [out[i] for i in keep]
-        rows = [to_row(out[j], vectors[i]) for j, i in enumerate(keep)]
+        rows = [bind(to_row(out[j], vectors[i]), key) for j, i in enumerate(keep)]
         if rows:
             m.store.upsert(LESSONS, rows)
+            crash_point("lesson_rows_written")
             record_heads(m.store, out)
+    crash_point("lesson_heads_written")
     if not out:
         return []
     ts = now.timestamp()
@@ -297,14 +371,17 @@ def save(
     ``lesson.signature`` must still be the stored one: if another process changed the lesson
     since it was read, nothing is written and :class:`LessonStateError` says so.
     """
-    out = signed(lesson, signing_key(m), now=m._now())
+    key = signing_key(m)
+    out = signed(lesson, key, now=m._now())
     with m.store.writing():
         rows = rows_by_id(m.store, [out.id])
         if not rows or rows[0].get("signature") != lesson.signature:
             raise LessonStateError(
                 f"lesson {out.id!r} was changed by another process meanwhile; read it again"
             )
-        m.store.update(LESSONS, f"id = {sql_str(out.id)}", update_values(out))
+        values = update_values(out)
+        values["payload"] = bind(dict(values, vector=rows[0]["vector"]), key)["payload"]
+        m.store.update(LESSONS, f"id = {sql_str(out.id)}", values)
         record_heads(m.store, [out])
     m.audit(actor, out.id, event, dict(detail or {}, status=out.status))
     if out.status == "active" or was_active:
@@ -325,6 +402,7 @@ def change_status(
     """Move a (valid) lesson to ``status``, audited with ``reason``."""
     lesson, ok = load(m, ident)
     if not ok:
+        signing_key(m)  # a key problem says so, naming the key file
         if status == "quarantined":
             return lesson  # already quarantined when its signature failed
         raise LessonStateError(
@@ -381,7 +459,9 @@ def forget_lesson(m: Mimir, ident: str, *, with_experiences: bool, actor: str = 
     rows = rows_by_id(m.store, [ident])
     if not rows:
         raise NotFoundError("lesson", ident)
-    lesson, _ok = from_row(rows[0], signing_key(m))
+    # only the evidence ids are read: forgetting works without a usable key too
+    key = signing_key(m) if key_problem(m) is None else b"\0" * 32
+    lesson, _ok = from_row(rows[0], key, placement=False)
     removed: list[str] = []
     if with_experiences:
         ids = list(dict.fromkeys([*lesson.supporting_ids, *lesson.contradicting_ids]))

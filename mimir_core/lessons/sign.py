@@ -6,8 +6,12 @@
 * What is signed: every field of a lesson except the signature itself (status, pinned flag,
   evidence, confidence and bi-temporal fields included), as canonical JSON. A legitimate change
   re-signs; anything else that edits a lesson in the store breaks the signature.
-* Several machines sharing one store must share one key (``MIMIR_SIGNING_KEY``): a lesson signed
-  with another key fails verification and is quarantined like a tampered one.
+* Several machines sharing one store must share one key (``MIMIR_SIGNING_KEY``).
+* The store remembers which key signed its lessons (:func:`key_id`, a one-way fingerprint, in
+  its ``meta`` table). A missing, malformed or different key is never replaced silently: while
+  it lasts, lessons are *unverified* (not served, but not quarantined either, so restoring the
+  key brings them back) and writing lessons raises :class:`~mimir_core.errors.SigningKeyError`
+  naming the key file (:mod:`.lifecycle`).
 """
 
 from __future__ import annotations
@@ -88,12 +92,35 @@ def coerce_key(value: str | bytes) -> bytes:
 
 
 def read_key(home: str | os.PathLike[str]) -> bytes | None:
-    """The per-install key if it exists (``None`` otherwise); never creates one."""
+    """The per-install key if it exists (``None`` otherwise); never creates one. Never raises:
+    the hooks use it and fail open (:func:`key_file_problem` says what is wrong)."""
     try:
         data = key_path(home).read_bytes()
     except OSError:
         return None
     return data if len(data) >= 16 else None
+
+
+def key_file_problem(home: str | os.PathLike[str]) -> str | None:
+    """What is wrong with an existing key file (``None``: absent, or fine)."""
+    path = key_path(home)
+    if not os.path.lexists(path):
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return f"the signing key file {path} cannot be read ({exc.strerror or exc})"
+    if len(data) < 16:
+        return (
+            f"the signing key file {path} is malformed: {len(data)} byte(s), a key has "
+            f"{KEY_BYTES}; restore it from a backup of {path.parent}"
+        )
+    return None
+
+
+def key_id(key: bytes) -> str:
+    """A fingerprint of the key that cannot be turned back into it (kept in the store)."""
+    return hmac_sha256(key, b"mimir lesson signing key id")[:32]
 
 
 def load_or_create_key(home: str | os.PathLike[str]) -> bytes:
@@ -106,6 +133,11 @@ def load_or_create_key(home: str | os.PathLike[str]) -> bytes:
     existing = read_key(home)
     if existing is not None:
         return existing
+    problem = key_file_problem(home)
+    if problem is not None:  # never overwrite a damaged key: the lessons need the original
+        from ..errors import SigningKeyError
+
+        raise SigningKeyError(problem)
     ensure_private_dir(path.parent)  # its missing parents (the home) 0700 too, whatever the umask
     try:
         path.parent.chmod(0o700)

@@ -11,13 +11,24 @@ lesson's *head* (its ``updated_at`` and signature) in the store's ``meta`` table
 is not the head and is not newer than it is a replay (:func:`is_replay`). The head is written
 after the row, so a crash in between leaves a row newer than its head, never a false alarm. A
 rollback of the whole store, heads included, cannot be told from the inside.
+
+**Placement**: the columns that decide *where* a lesson is served (the trigger ``vector``, the
+matching ``text``, ``updated_at``) are not part of the lesson, so they are bound separately: the
+payload carries ``row_mac``, an HMAC over the lesson's signature and digests of those columns
+(:func:`row_mac`). Rewriting only the vector (retargeting a lesson to unrelated queries) breaks
+it. Keeping the binding apart from the lesson's signature means the lesson signature scheme is
+unchanged (old lessons keep verifying) and a legitimate re-embedding (``reindex``, an import
+that re-embeds) rebinds the row without re-signing, so without the power to launder content.
+A row written before bindings existed is bound on first read, after checking that its vector
+is its trigger's embedding (:func:`vector_matches`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from _operator import _compare_digest as compare_digest
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -26,13 +37,30 @@ from pydantic import ValidationError
 from ..store import LESSONS, META, Store, sql_in, sql_str
 from ..text import fts_text
 from ..types import Lesson
-from .sign import canonical, sign, verify
+from .sign import canonical, sha256_hex, sign, verify
 
 log = logging.getLogger("mimir.lessons")
 
 HEAD_PREFIX = "lesson_head:"
-LESSON_COLUMNS = ["id", "status", "scope", "kind", "trigger", "rule", "payload", "signature"]
+#: Every column a verification reads: the filter columns, the payload and the placement columns.
+LESSON_COLUMNS = [
+    "id",
+    "status",
+    "scope",
+    "kind",
+    "trigger",
+    "rule",
+    "payload",
+    "signature",
+    "updated_at",
+    "text",
+    "vector",
+]
 _CHECKED = ("id", "status", "scope", "kind", "trigger", "rule")
+ROW_MAC = "row_mac"
+#: A legacy row is bound only if its stored vector is this close (cosine) to its trigger's
+#: embedding by the store's embedder (the same model gives ~1.0; a retargeted one far less).
+VECTOR_MATCH = 0.98
 
 
 def signable(lesson: Lesson) -> dict[str, Any]:
@@ -68,6 +96,63 @@ def to_row(lesson: Lesson, vector: Sequence[float]) -> dict[str, Any]:
     }
 
 
+def vector_digest(vector: Any) -> str:
+    """SHA-256 of a vector's little-endian float32 bytes (as the table stores it)."""
+    import numpy as np
+
+    return sha256_hex(np.asarray(vector, dtype="<f4").tobytes())
+
+
+def row_mac(key: bytes, row: Mapping[str, Any]) -> str:
+    """The HMAC binding a row's placement columns to its lesson signature."""
+    return sign(
+        key,
+        {
+            "s": str(row.get("signature") or ""),
+            "v": vector_digest(row["vector"]),
+            "t": sha256_hex(str(row.get("text") or "").encode("utf-8")),
+            "u": float(row.get("updated_at") or 0.0),
+        },
+    )
+
+
+def bind(row: dict[str, Any], key: bytes) -> dict[str, Any]:
+    """``row`` (with its final vector, text, updated_at and signature) with ``row_mac`` set in
+    its payload. Only for a row whose lesson was just signed or verified."""
+    data = json.loads(row["payload"])
+    data[ROW_MAC] = row_mac(key, row)
+    row["payload"] = canonical(data).decode("utf-8")
+    return row
+
+
+def rebind(rows: list[dict[str, Any]], vectors: Any, key: bytes) -> None:
+    """Give re-embedded rows their new vectors (``reindex``): a row that verifies (its old
+    binding included) is bound to its new vector; one that does not keeps its payload, so it
+    still fails."""
+    for row, vec in zip(rows, vectors, strict=True):
+        ok = from_row(row, key)[1]
+        row["vector"] = [float(x) for x in vec]
+        if ok:
+            bind(row, key)
+
+
+def is_bound(row: Mapping[str, Any]) -> bool:
+    """Whether the row carries a placement binding (rows written before bindings do not)."""
+    return f'"{ROW_MAC}":' in str(row.get("payload") or "")
+
+
+def vector_matches(stored: Any, fresh: Any) -> bool:
+    """Whether a stored vector is (nearly) the trigger's fresh embedding."""
+    import numpy as np
+
+    a = np.asarray(stored, dtype=np.float32)
+    b = np.asarray(fresh, dtype=np.float32)
+    if a.shape != b.shape or not np.all(np.isfinite(a)):
+        return False
+    den = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return den > 0 and float(a @ b) / den >= VECTOR_MATCH
+
+
 def update_values(lesson: Lesson) -> dict[str, Any]:
     """The columns to update for a signed lesson whose trigger (and vector) did not change."""
     row = to_row(lesson, [])
@@ -76,16 +161,28 @@ def update_values(lesson: Lesson) -> dict[str, Any]:
     return row
 
 
-def from_row(row: dict[str, Any], key: bytes) -> tuple[Lesson, bool]:
-    """(lesson, verified) of a row. A row that does not even parse gives a quarantined stub."""
+def from_row(row: dict[str, Any], key: bytes, *, placement: bool = True) -> tuple[Lesson, bool]:
+    """(lesson, verified) of a row. A row that does not even parse gives a quarantined stub.
+
+    With ``placement`` (the default: any row read from the table), a bound row's ``updated_at``
+    must be the lesson's and its ``row_mac`` must match its vector and text (the row must then
+    have been read with them: :data:`LESSON_COLUMNS`). An unbound row verifies on its lesson
+    signature alone; :func:`~.lifecycle.verified` binds it (its text and time rewritten).
+    ``placement=False`` is for rows that carry no placement columns (an export's).
+    """
     try:
         data = json.loads(row.get("payload") or "")
         if not isinstance(data, dict):
             raise ValueError("payload is not an object")
         sig = data.pop("signature", "")
+        mac = data.pop(ROW_MAC, None)
         ok = verify(key, data, sig) and sig == row.get("signature")
         ok = ok and all(data.get(c) == row.get(c) for c in _CHECKED)
         lesson = Lesson.model_validate(dict(data, signature=sig if isinstance(sig, str) else ""))
+        if ok and placement and mac is not None:  # an unbound row is bound on first read
+            stamp = row.get("updated_at")
+            ok = stamp is not None and abs(float(stamp) - lesson.updated_at.timestamp()) < 1e-6
+            ok = ok and isinstance(mac, str) and verify_mac(key, row, mac)
         return lesson, bool(ok)
     except (ValueError, TypeError, ValidationError) as exc:
         log.warning("lesson %s has an unreadable payload: %s", row.get("id"), exc)
@@ -96,6 +193,15 @@ def from_row(row: dict[str, Any], key: bytes) -> tuple[Lesson, bool]:
             status="quarantined",
         )
         return stub, False
+
+
+def verify_mac(key: bytes, row: Mapping[str, Any], mac: str) -> bool:
+    """Whether ``mac`` binds this row's placement columns (a row without a usable vector
+    fails)."""
+    vector = row.get("vector")
+    if vector is None or len(vector) == 0:
+        return False
+    return compare_digest(row_mac(key, row), mac)
 
 
 def select_rows(

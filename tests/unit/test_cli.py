@@ -111,6 +111,7 @@ def test_doctor_reports_every_check(home: Path) -> None:
         "tables",
         "store",
         "contents",
+        "lessons",
         "spool",
         "extras",
     ]

@@ -137,8 +137,10 @@ def test_a_lesson_signed_with_another_key_fails(home: Path, fast_embedder: objec
     add(a, **ALEMBIC)
     assert a.lessons("run the payments integration tests")
     b = Mimir(home, embedder=fast_embedder)  # type: ignore[arg-type]  # the per-install key
-    assert b.lessons("run the payments integration tests") == []
-    assert b.get_lesson("les_alembic").status == "quarantined"
+    assert b.lessons("run the payments integration tests") == []  # not served: unverified
+    assert b.lesson_detail("les_alembic").signature_valid is False
+    assert not (home / "keys" / "signing.key").exists()  # no new key made over signed lessons
+    assert a.lessons("run the payments integration tests")  # nothing quarantined for good
 
 
 def test_signing_key_file_is_private_and_stable(hash_mimir: Mimir, home: Path) -> None:
@@ -384,12 +386,12 @@ def test_signing_key_from_the_environment(home: Path, monkeypatch: pytest.Monkey
     assert not (home / "keys" / "signing.key").exists()
     assert m.get_lesson("les_npm").status == "active"
     assert Mimir(home, embedder="hash", signing_key=key).lesson_detail("les_npm").signature_valid
-    # Under another key (here: the per-install key file) the lesson fails and is quarantined.
+    # Without that key (and no key file) the lesson is unverified, and no key file is made.
     monkeypatch.delenv("MIMIR_SIGNING_KEY")
     other = Mimir(home)
     assert other.lessons("install the dashboard's npm dependencies") == []
     assert other.lesson_detail("les_npm").signature_valid is False
-    assert (home / "keys" / "signing.key").exists()
+    assert not (home / "keys" / "signing.key").exists()
 
 
 def test_forget_removes_the_audit_entries_that_quote_it(hash_mimir: Mimir, home: Path) -> None:
