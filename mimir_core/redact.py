@@ -67,6 +67,8 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final, NamedTuple, TypeAlias
 
+from .redact_bare import BARE_TOKEN_PATTERN, classify_bare
+
 __all__ = [
     "DEPTH_MARKER",
     "KINDS",
@@ -894,6 +896,108 @@ def _cli_value_replace(m: re.Match[str]) -> str | None:
     return _redact_group(m, "v", "password")
 
 
+def _tool(name: str) -> str:
+    """``name`` as a command word: not the tail of another word or path."""
+    return f"{name}(?<![A-Za-z0-9_\\-]{name})"
+
+
+# Credential flags of other command-line tools (the value follows the flag, as in mysql -p).
+_HTTPIE_TOOLS: Final = ("http", "https", "xh", "xhs")
+_HTTPIE_RE: Final = (
+    "(?:" + "|".join(_tool(t) for t in _HTTPIE_TOOLS) + ")"
+    r"[ \t](?:[^\n]{0,300}?[ \t])?(?:-a|--auth)(?:[ \t]+|=)[\"']?"
+    r"(?P<user>[^\s:\"'\[\]]{1,256}):(?P<pw>[^\s\"'\[\]]+)"
+)
+_SQLCMD_TOOLS: Final = ("sqlcmd", "bcp", "osql", "isql")
+_SQLCMD_RE: Final = (
+    "(?:" + "|".join(_tool(t) for t in _SQLCMD_TOOLS) + r")\b[^\n]{0,300}?[ \t]-P[ \t]*"
+) + _CLI_VALUE
+_LDAP_RE: Final = (
+    _tool("ldap")
+    + r"(?:search|modify|add|delete|whoami|passwd|compare|modrdn|exop|url)\b"
+    + r"[^\n]{0,300}?[ \t]-w[ \t]*"
+    + _CLI_VALUE
+)
+_OPENSSL_RE: Final = _tool("openssl") + r"\b[^\n]{0,300}?[ \t]-k[ \t]+" + _CLI_VALUE
+_PASS_ARG_RE: Final = (
+    r"-pass(?:in|out|word)?(?<![A-Za-z0-9_\-]-pass)(?<![A-Za-z0-9_\-]-passin)"
+    r"(?<![A-Za-z0-9_\-]-passout)(?<![A-Za-z0-9_\-]-password)[ \t]+[\"']?pass:"
+    r"(?P<v>[^\s\"']+)"
+)
+_SMB_USER_RE: Final = (
+    r"(?:-U|--user|--username)(?<![A-Za-z0-9_\-]-U)(?<![A-Za-z0-9_\-]--user)"
+    r"(?<![A-Za-z0-9_\-]--username)(?:[ \t]+|=)[\"']?"
+    r"(?P<user>[^\s%\"'\\\[\]]{1,256})%(?P<v>[^\s\"'\[\]]+)"
+)
+_HTPASSWD_RE: Final = (
+    _tool("htpasswd")
+    + r"(?P<flags>(?:[ \t]+-[A-Za-z]{1,8}(?:[ \t]+\d{1,3})?){1,6})"
+    + r"[ \t]+(?P<a>[^\s\-|;&][^\s|;&]*)[ \t]+(?P<b>[^\s|;&]+)(?:[ \t]+(?P<c>[^\s|;&]+))?"
+)
+_STDIN_READERS: Final = (
+    r"(?:--password-stdin|--passphrase-fd|chpasswd|passwd[ \t]+--stdin"
+    r"|sudo(?:[ \t]+-[A-Za-z]+)*?[ \t]+-[A-Za-z]*S)(?![A-Za-z])"
+)
+_ECHO_PIPE_RE: Final = (
+    r"(?:echo|printf)(?<![A-Za-z0-9_\-]echo)(?<![A-Za-z0-9_\-]printf)[ \t]+(?:-[neE]{1,3}[ \t]+)?"
+    r"(?:\"(?P<dq>[^\"\n]{1,200})\"|'(?P<sq>[^'\n]{1,200})'|(?P<uq>[^\s\"'|;&]{1,200}))"
+    r"[ \t]*\|(?=[^\n|]{0,300}?" + _STDIN_READERS + ")"
+)
+_HERE_STRING_RE: Final = (
+    _STDIN_READERS
+    + r"[^\n]{0,300}?<<<[ \t]*(?:\"(?P<dq>[^\"\n]{1,200})\"|'(?P<sq>[^'\n]{1,200})'"
+    + r"|(?P<uq>[^\s\"'|;&]{1,200}))"
+)
+_AWS_CONFIGURE_RE: Final = (
+    _tool("aws")
+    + r"[ \t]+configure[ \t]+set[ \t]+(?:[A-Za-z0-9_.\-]{1,60}\.)?"
+    + r"(?P<name>aws_secret_access_key|aws_session_token|aws_security_token)[ \t]+"
+    + _CLI_VALUE
+)
+
+
+def _piped_value_replace(m: re.Match[str]) -> str | None:
+    group = m.lastgroup or "uq"
+    value = m.group(group)
+    if _is_placeholder(value) or value.startswith(("$", "%")):
+        return None
+    return _redact_group(m, group, "password")
+
+
+def _smb_user_replace(m: re.Match[str]) -> str | None:
+    value = m.group("v")
+    if _is_placeholder(value) or value.startswith(("$", "%")):
+        return None
+    return _redact_group(m, "v", "password")
+
+
+def _htpasswd_replace(m: re.Match[str]) -> str | None:
+    letters = "".join(c for c in m.group("flags") if c.isalpha())
+    if "b" not in letters:
+        return None  # the password is prompted for
+    group = "b" if "n" in letters else "c"  # -n: no file, "user password"
+    value = m.group(group)
+    if value is None or _is_placeholder(value) or value.startswith("$"):
+        return None
+    return _redact_group(m, group, "password")
+
+
+def _aws_configure_replace(m: re.Match[str]) -> str | None:
+    value = m.group("v")
+    if _is_placeholder(value) or value.startswith("$"):
+        return None
+    kind = "aws_secret_key" if m.group("name") == "aws_secret_access_key" else "token"
+    return _redact_group(m, "v", kind)
+
+
+def _bare_replace(m: re.Match[str]) -> str | None:
+    found = classify_bare(m.string, m.start(), m.end())
+    if found is None:
+        return None
+    offset, kind = found
+    return m.group()[: offset - m.start()] + marker(kind)
+
+
 _NETRC_RE: Final = _Lazy(
     r"login(?<![A-Za-z0-9_\-]login)[ \t]+[^\s]{1,200}[ \t]+password[ \t]+(?P<v>[^\s]+)"
 )
@@ -1183,9 +1287,67 @@ _CONTEXT_RULES: Final[tuple[_Rule, ...]] = (
         _anchors("sshpass"),
     ),
     _Rule("password", _NETRC_RE, ("login",), _netrc_replace, _resume_at_end, _anchors("login")),
+    _Rule(
+        "password",
+        _Lazy(_HTTPIE_RE),
+        ("-a", "--auth"),
+        _curl_user_replace,
+        _resume_at_end,
+        _anchors("http", "xh"),
+    ),
+    _Rule(
+        "password",
+        _Lazy(_SQLCMD_RE),
+        _SQLCMD_TOOLS,
+        _cli_value_replace,
+        None,
+        _anchors(*_SQLCMD_TOOLS),
+    ),
+    _Rule("password", _Lazy(_LDAP_RE), ("ldap",), _cli_value_replace, None, _anchors("ldap")),
+    _Rule(
+        "password", _Lazy(_OPENSSL_RE), ("openssl",), _cli_value_replace, None, _anchors("openssl")
+    ),
+    _Rule(
+        "password", _Lazy(_PASS_ARG_RE), ("pass:",), _cli_value_replace, None, _anchors("-pass")
+    ),
+    _Rule(
+        "password",
+        _Lazy(_SMB_USER_RE),
+        ("%",),
+        _smb_user_replace,
+        _resume_at_end,
+        _anchors("-u", "--user"),
+    ),
+    _Rule(
+        "password",
+        _Lazy(_HTPASSWD_RE),
+        ("htpasswd",),
+        _htpasswd_replace,
+        None,
+        _anchors("htpasswd"),
+    ),
+    _Rule(
+        "password",
+        _Lazy(_ECHO_PIPE_RE),
+        ("|",),
+        _piped_value_replace,
+        None,
+        _anchors("echo", "printf"),
+    ),
+    _Rule("password", _Lazy(_HERE_STRING_RE), ("<<<",), _piped_value_replace),
+    _Rule(
+        "aws_secret_key",
+        _Lazy(_AWS_CONFIGURE_RE),
+        ("configure",),
+        _aws_configure_replace,
+        None,
+        _anchors("aws"),
+    ),
     _Rule("secret", _XML_RE, _KW_HINTS, _xml_replace, _resume_at_end),
     _Rule("secret", _ASSIGN_RE, _KW_HINTS, _assign_replace, _assign_resume, _locate_assignments),
     _simple("bearer_token", _BEARER_RE, ["bearer"], group="v", anchors=["bearer"]),
+    # Last: bare high-entropy tokens anywhere (after the rules that know the token's kind).
+    _Rule("high_entropy", _Lazy(BARE_TOKEN_PATTERN), (), _bare_replace, _resume_at_end),
 )
 
 _RULES: Final[tuple[_Rule, ...]] = _FORMAT_RULES + _CONTEXT_RULES
