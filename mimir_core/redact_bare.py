@@ -46,11 +46,13 @@ BARE_TOKEN_PATTERN: Final = r"[A-Za-z0-9+/=_\-](?<![A-Za-z0-9+/=_\-].)[A-Za-z0-9
 B64_LIMIT: Final = 4.5
 HEX_LIMIT: Final = 3.0
 AWS_SECRET_LIMIT: Final = 4.0
+SHORT_MARGIN: Final = 0.8
 _MAX_RUN: Final = 1 << 16  # longer runs are blobs: classified on their first 64 KB
 
 _HEX_PART_RE: Final = re.compile(r"(?:0x)?([0-9a-fA-F]{32,})")
 _PARTS_RE: Final = re.compile(r"[^\-_/+=]+")
-_WORD_CHUNK_RE: Final = re.compile(r"[A-Z]?[a-z]{2,}|[A-Z]{2,}(?![a-z])|[0-9]{1,4}(?![0-9])")
+_CHUNK_RE: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_VOWEL_RE: Final = re.compile(r"[aeiouyAEIOUY]")
 _SEGMENT_SPLIT_RE: Final = re.compile(r"[\-_/+=]+")
 _LOWER_HEX_RE: Final = re.compile(r"[0-9a-f]+")
 _NAME_PREFIX_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,60}=(?=[^=])")
@@ -106,30 +108,30 @@ def _hex_entropy(value: str) -> float:
     return entropy
 
 
-def _word_coverage(value: str) -> float:
-    """Share of ``value`` covered by word chunks (``user``, ``Profile``, ``HTTP``, ``v2``)."""
-    if not value:
-        return 1.0
-    return sum(len(c) for c in _WORD_CHUNK_RE.findall(value)) / len(value)
-
-
 def _is_word(segment: str) -> bool:
-    """A name part a person wrote (``profile``, ``UserProfile``, ``HTTP2``), not a draw."""
-    return len(segment) > 3 and not segment.isdigit() and _word_coverage(segment) >= 0.7
+    """A name part a person wrote (``profile``, ``UserProfile``, ``HTTP2``, ``utf8``), not a
+    random draw: few case or digit switches, at most one number, and every letter run of four
+    or more has a vowel (``mzlg``, ``thrfu`` do not)."""
+    if len(segment) <= 3 or segment.isdigit():
+        return False
+    chunks = _CHUNK_RE.findall(segment)
+    if len(chunks) > max(2, len(segment) // 3) or sum(len(c) == 1 for c in chunks) > 1:
+        return False
+    if sum(c[0].isdigit() for c in chunks) > 1:
+        return False
+    return all(len(c) < 4 or c[0].isdigit() or _VOWEL_RE.search(c) for c in chunks)
 
 
 def _pathish(run: str) -> bool:
     """``/home/me/project/src``, ``overlay2/<id>/merged``, ``user_profile_settings``.
 
-    Every part is a word, a short piece, a number or a lower-case hex id (paths hold content
-    ids: docker layers, pip's wheel cache), and at least two parts are words; a single part
-    must be mostly words. Random tokens fail: their parts are neither words nor pure hex.
+    Every part is a word, a short piece (three characters or fewer), a number or, in a path,
+    a lower-case hex id (paths hold content ids: docker layers, pip's wheel cache), and at
+    least two parts are words. Random tokens fail: their parts are neither.
     """
     if "+" in run or "=" in run.rstrip("="):
         return False
     parts = [p for p in _SEGMENT_SPLIT_RE.split(run) if p]
-    if len(parts) < 2:
-        return _word_coverage(run) >= 0.8
     words = 0
     slashed = "/" in run  # hex ids only as directories: "acme_live_<hex>" is a token
     for p in parts:
@@ -231,6 +233,26 @@ def _high_entropy_b64(value: str) -> bool:
     return len(value) >= 20 and shannon(value[:_MAX_RUN]) >= B64_LIMIT
 
 
+def _short_random(run: str) -> bool:
+    """A 20-35 character token as random as its length allows (4.5 bits needs 23 distinct
+    characters, so short random keys often fall below it): letters of both cases and digits,
+    entropy within ``SHORT_MARGIN`` bits of ``log2(len)``, and not made of words."""
+    n = len(run)
+    if not 20 <= n <= 64 or shannon(run) < min(B64_LIMIT, math.log2(n) - SHORT_MARGIN):
+        return False
+    if not (any(c.isupper() for c in run) and any(c.islower() for c in run)):
+        return False
+    return any(c.isdigit() for c in run) and not _pathish(run) and not _identifier_like(run)
+
+
+def _identifier_like(run: str) -> bool:
+    """``getUser2FactorAuthTokenV3Handler``: mostly words of three letters or more."""
+    worded = sum(
+        len(c) for c in _CHUNK_RE.findall(run) if len(c) >= 3 and _VOWEL_RE.search(c)
+    )
+    return worded >= 0.6 * len(run)
+
+
 def _kind(run: str) -> str | None:
     """``"hex"``, ``"aws_secret_key"``, ``"basic_auth"``, ``"high_entropy"`` or ``None``."""
     sample = run[:_MAX_RUN]
@@ -239,6 +261,8 @@ def _kind(run: str) -> str | None:
         if m is not None and _hex_entropy(m.group(1)) >= HEX_LIMIT:
             return "hex"
     if _high_entropy_b64(sample):
+        return "high_entropy"
+    if _short_random(run):
         return "high_entropy"
     if (
         _AWS_SECRET_RE.fullmatch(run) is not None
