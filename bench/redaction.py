@@ -1,4 +1,4 @@
-"""Redaction quality: recall on the detect-secrets oracle's findings, false positives on coding text.
+"""Redaction quality: recall on the detect-secrets oracle's findings, false positives on code.
 
 ``python -m bench.redaction [--quick] [--seed N] [--n N] [--out FILE]`` prints one JSON object:
 
@@ -145,13 +145,17 @@ FORMATS: dict[str, Gen] = {
     ),
     "github_pat": _same(lambda r: f"github_pat_{_draw(r, ALNUM, 22)}_{_draw(r, ALNUM, 59)}"),
     "slack_token": _same(
-        lambda r: f"{r.choice(['xoxb', 'xoxp', 'xoxa', 'xoxr', 'xoxs'])}-"
-        f"{_draw(r, string.digits, 12)}-{_draw(r, string.digits, 12)}-{_draw(r, ALNUM, 24)}"
+        lambda r: (
+            f"{r.choice(['xoxb', 'xoxp', 'xoxa', 'xoxr', 'xoxs'])}-"
+            f"{_draw(r, string.digits, 12)}-{_draw(r, string.digits, 12)}-{_draw(r, ALNUM, 24)}"
+        )
     ),
     "slack_webhook": _slack_webhook,
     "stripe_key": _same(
-        lambda r: r.choice(["sk_live_", "rk_live_", "sk_test_", "pk_live_"])
-        + _draw(r, ALNUM, r.randint(24, 99))
+        lambda r: (
+            r.choice(["sk_live_", "rk_live_", "sk_test_", "pk_live_"])
+            + _draw(r, ALNUM, r.randint(24, 99))
+        )
     ),
     "npm_token": _same(lambda r: "npm_" + _draw(r, ALNUM, 36)),
     "huggingface_token": _same(lambda r: "hf_" + _draw(r, ALNUM, 34)),
@@ -276,7 +280,8 @@ def gitleaks_cases(rng: random.Random, n: int) -> list[tuple[str, str]]:
         k = rng.choice(names)
         out.append((rng.choice(forms).format(k=k, K=k.upper(), s=s), s))
     # the sample secret of gitleaks' own rule test
-    out.append(('generic_api_token = "Zf3D0LXCM3EIMbgJpUNnkRtOfOueHznB"', "Zf3D0LXCM3EIMbgJpUNnkRtOfOueHznB"))
+    sample = "Zf3D0LXCM3EIMbgJpUNnkRtOfOueHznB"
+    out.append((f'generic_api_token = "{sample}"', sample))
     return out
 
 
@@ -355,9 +360,7 @@ def labelled_texts() -> list[str]:
 def conversation_texts() -> list[str]:
     """Every turn of the conversations benchmark (coding chat: snippets, commands, prose)."""
     data = json.loads((ROOT / "bench" / "data" / "conversations.json").read_text())
-    return [
-        t["text"] for c in data["conversations"] for s in c["sessions"] for t in s["turns"]
-    ]
+    return [t["text"] for c in data["conversations"] for s in c["sessions"] for t in s["turns"]]
 
 
 def learning_texts(quick: bool) -> list[str]:

@@ -728,7 +728,9 @@ _FORMAT_RULES: Final[tuple[_Rule, ...]] = (
     _prefixed("onepassword_token", ["ops_eyJ"], r"[A-Za-z0-9+/=_\-]{100,}", after=None),
     # --- SaaS -------------------------------------------------------------------------------------
     _prefixed(
-        "stripe_key", ["sk_live_", "sk_test_", "rk_live_", "rk_test_"], r"[A-Za-z0-9]{10,247}"
+        "stripe_key",
+        ["sk_live_", "sk_test_", "rk_live_", "rk_test_", "pk_live_", "pk_test_"],
+        r"[A-Za-z0-9]{10,247}",
     ),
     _prefixed("stripe_webhook_secret", ["whsec_"], r"[A-Za-z0-9+/=]{20,}", after=None),
     _prefixed(
@@ -909,16 +911,20 @@ _HTTPIE_RE: Final = (
     r"(?P<user>[^\s:\"'\[\]]{1,256}):(?P<pw>[^\s\"'\[\]]+)"
 )
 _SQLCMD_TOOLS: Final = ("sqlcmd", "bcp", "osql", "isql")
+# A flag's value: quoted (spaces allowed) or a bare word.
+_CLI_ANY: Final = (
+    r"(?:\"(?P<dq>[^\"\n]{1,200})\"|'(?P<sq>[^'\n]{1,200})'|(?P<uq>[^\s\"'|;&]{1,200}))"
+)
 _SQLCMD_RE: Final = (
     "(?:" + "|".join(_tool(t) for t in _SQLCMD_TOOLS) + r")\b[^\n]{0,300}?[ \t]-P[ \t]*"
-) + _CLI_VALUE
+) + _CLI_ANY
 _LDAP_RE: Final = (
     _tool("ldap")
     + r"(?:search|modify|add|delete|whoami|passwd|compare|modrdn|exop|url)\b"
     + r"[^\n]{0,300}?[ \t]-w[ \t]*"
-    + _CLI_VALUE
+    + _CLI_ANY
 )
-_OPENSSL_RE: Final = _tool("openssl") + r"\b[^\n]{0,300}?[ \t]-k[ \t]+" + _CLI_VALUE
+_OPENSSL_RE: Final = _tool("openssl") + r"\b[^\n]{0,300}?[ \t]-k[ \t]+" + _CLI_ANY
 _PASS_ARG_RE: Final = (
     r"-pass(?:in|out|word)?(?<![A-Za-z0-9_\-]-pass)(?<![A-Za-z0-9_\-]-passin)"
     r"(?<![A-Za-z0-9_\-]-passout)(?<![A-Za-z0-9_\-]-password)[ \t]+[\"']?pass:"
@@ -927,7 +933,7 @@ _PASS_ARG_RE: Final = (
 _SMB_USER_RE: Final = (
     r"(?:-U|--user|--username)(?<![A-Za-z0-9_\-]-U)(?<![A-Za-z0-9_\-]--user)"
     r"(?<![A-Za-z0-9_\-]--username)(?:[ \t]+|=)[\"']?"
-    r"(?P<user>[^\s%\"'\\\[\]]{1,256})%(?P<v>[^\s\"'\[\]]+)"
+    r"(?P<user>[^\s%\"'\[\]]{1,256})%(?P<v>[^\s\"'\[\]]+)"
 )
 _HTPASSWD_RE: Final = (
     _tool("htpasswd")
@@ -1299,17 +1305,20 @@ _CONTEXT_RULES: Final[tuple[_Rule, ...]] = (
         "password",
         _Lazy(_SQLCMD_RE),
         _SQLCMD_TOOLS,
-        _cli_value_replace,
+        _piped_value_replace,
         None,
         _anchors(*_SQLCMD_TOOLS),
     ),
-    _Rule("password", _Lazy(_LDAP_RE), ("ldap",), _cli_value_replace, None, _anchors("ldap")),
+    _Rule("password", _Lazy(_LDAP_RE), ("ldap",), _piped_value_replace, None, _anchors("ldap")),
     _Rule(
-        "password", _Lazy(_OPENSSL_RE), ("openssl",), _cli_value_replace, None, _anchors("openssl")
+        "password",
+        _Lazy(_OPENSSL_RE),
+        ("openssl",),
+        _piped_value_replace,
+        None,
+        _anchors("openssl"),
     ),
-    _Rule(
-        "password", _Lazy(_PASS_ARG_RE), ("pass:",), _cli_value_replace, None, _anchors("-pass")
-    ),
+    _Rule("password", _Lazy(_PASS_ARG_RE), ("pass:",), _cli_value_replace, None, _anchors("-pass")),
     _Rule(
         "password",
         _Lazy(_SMB_USER_RE),

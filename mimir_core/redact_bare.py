@@ -247,9 +247,7 @@ def _short_random(run: str) -> bool:
 
 def _identifier_like(run: str) -> bool:
     """``getUser2FactorAuthTokenV3Handler``: mostly words of three letters or more."""
-    worded = sum(
-        len(c) for c in _CHUNK_RE.findall(run) if len(c) >= 3 and _VOWEL_RE.search(c)
-    )
+    worded = sum(len(c) for c in _CHUNK_RE.findall(run) if len(c) >= 3 and _VOWEL_RE.search(c))
     return worded >= 0.6 * len(run)
 
 
