@@ -258,6 +258,8 @@ def _kind(run: str) -> str | None:
         m = _HEX_PART_RE.fullmatch(part)
         if m is not None and _hex_entropy(m.group(1)) >= HEX_LIMIT:
             return "hex"
+    if _basic_credentials(run):
+        return "basic_auth"
     if _high_entropy_b64(sample):
         return "high_entropy"
     if _short_random(run):
@@ -270,6 +272,4 @@ def _kind(run: str) -> str | None:
         and shannon(run) >= AWS_SECRET_LIMIT
     ):
         return "aws_secret_key"
-    if _basic_credentials(run):
-        return "basic_auth"
     return None
