@@ -67,7 +67,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final, NamedTuple, TypeAlias
 
-from .redact_bare import BARE_TOKEN_PATTERN, classify_bare
+from .redact_bare import BARE_TOKEN_PATTERN, ID_KEY_RE, classify_bare
 
 __all__ = [
     "DEPTH_MARKER",
@@ -1672,13 +1672,21 @@ def sanitize_obj(
         raise ValueError(f"limit_per_string must be positive, got {limit_per_string}")
     patterns = tuple(extra_patterns)
     secret = marker("secret_field")
+    bare = marker("high_entropy")
 
-    def clean_str(s: str) -> str:
-        return sanitize(s, limit=limit_per_string, extra_patterns=patterns)
+    def clean_str(s: str, key: str = "") -> str:
+        out = sanitize(s, limit=limit_per_string, extra_patterns=patterns)
+        if bare in out and key and ID_KEY_RE.search(key) is not None:
+            # An id or a hash under its key ({"by": "<uuid4 hex>"}): judged as "id <value>".
+            labelled = sanitize("id " + s, extra_patterns=patterns)
+            if labelled.startswith("id "):
+                out = labelled[3:]
+                out = cap(out, limit_per_string) if limit_per_string is not None else out
+        return out
 
-    def walk(value: object, depth: int) -> object:
+    def walk(value: object, depth: int, key: str = "") -> object:
         if isinstance(value, str):
-            return clean_str(value)
+            return clean_str(value, key)
         if isinstance(value, dict):
             if depth >= MAX_DEPTH:
                 return DEPTH_MARKER
@@ -1691,12 +1699,12 @@ def sanitize_obj(
                         continue
                 else:
                     new_key = k
-                out[new_key] = walk(v, depth + 1)
+                out[new_key] = walk(v, depth + 1, k if isinstance(k, str) else "")
             return out
         if isinstance(value, (list, tuple)):
             if depth >= MAX_DEPTH:
                 return DEPTH_MARKER
-            items = [walk(v, depth + 1) for v in value]
+            items = [walk(v, depth + 1, key) for v in value]
             return tuple(items) if isinstance(value, tuple) else items
         return value
 

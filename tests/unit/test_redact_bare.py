@@ -231,3 +231,26 @@ def test_adversarial_64k_is_fast(name: str) -> None:
     elapsed = time.process_time() - start
     assert isinstance(out, str)
     assert elapsed < 1.0, f"{name}: {elapsed:.2f}s"
+
+
+# ---------------------------------------------------------------------------------------------
+# Mimir's own ids (uuid4 hex, sha256-derived) stay readable where they are named as ids
+# ---------------------------------------------------------------------------------------------
+
+
+def test_ids_named_as_ids_are_kept_in_text_and_in_data() -> None:
+    from mimir_core.redact import sanitize_obj
+
+    ident = "3d44bea3707b42beb5fbb5e6d34941e0"
+    for text in (
+        f"experience {ident} helped",
+        f'{{"id": "{ident}"}}',
+        f"request_id={ident}",
+        f"lesson ids: {ident}",
+    ):
+        assert redact(text) == text
+    data = {"by": ident, "ids": [ident], "subject_id": ident, "experienceId": ident}
+    assert sanitize_obj(data) == data
+    # the same value as plain output is a bare 32-hex key: redacted
+    assert sanitize_obj({"stdout": ident}) == {"stdout": "[REDACTED:high_entropy]"}
+    assert sanitize_obj({"by": f"used {HEX64}"})["by"] == "used [REDACTED:high_entropy]"
