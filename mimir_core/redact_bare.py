@@ -116,7 +116,8 @@ _ID_WORDS_RE: Final = _Lazy(
 ID_KEY_RE: Final = _Lazy(
     r"(?i)(?:^|[^a-z])(?:ids?|uuids?|by|sha\d*|commit|digest|hash|checksum|etag|rev|revision|"
     r"ref|parent|parents|supersedes|superseded_by|replaced_by|experiences?|lessons?|episodes?|"
-    r"subject|source|target|from|to)$|[a-z]Ids?$"
+    r"subject|source|target|from|to|idempotency_key|idempotencykey|fingerprint|cursor)$"
+    r"|[a-z]Ids?$|[a-z]IdempotencyKey$"
 )
 _HASH_PREFIX_RE: Final = _Lazy(
     r"(?i)(?:sha(?:1|224|256|384|512)?|md5|h1|blake2b?|xxh\d{0,3}|git|sha-?256|digest)[:=]\Z"

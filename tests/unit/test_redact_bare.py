@@ -254,3 +254,16 @@ def test_ids_named_as_ids_are_kept_in_text_and_in_data() -> None:
     # the same value as plain output is a bare 32-hex key: redacted
     assert sanitize_obj({"stdout": ident}) == {"stdout": "[REDACTED:high_entropy]"}
     assert sanitize_obj({"by": f"used {HEX64}"})["by"] == "used [REDACTED:high_entropy]"
+
+
+def test_record_ids_and_idempotency_keys_survive_sanitize_obj() -> None:
+    """Hosts spool whole records through sanitize_obj: their keys must stay distinct."""
+    from mimir_core.redact import sanitize_obj
+
+    record = {
+        "task": "fix the tests",
+        "idempotency_key": "hermes:fail:" + "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567",
+        "session_id": "3d44bea3707b42beb5fbb5e6d34941e0",
+        "recalled_lesson_ids": ["les_0a1b2c3d4e5f6071", "3d44bea3707b42beb5fbb5e6d34941e0"],
+    }
+    assert sanitize_obj(record) == record
