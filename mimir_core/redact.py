@@ -79,6 +79,7 @@ __all__ = [
     "contains_secret",
     "marker",
     "redact",
+    "redact_identifier",
     "sanitize",
     "sanitize_obj",
     "strip_private",
@@ -1497,6 +1498,15 @@ def redact(text: str, extra_patterns: Sequence[PatternLike] = ()) -> str:
     return text
 
 
+def redact_identifier(text: str, extra_patterns: Sequence[PatternLike] = ()) -> str:
+    """:func:`redact` for a value known to be an identifier (a key, a label, an id field):
+    a uuid4 hex or a SHA in it is an id, not a bare secret; known formats still go."""
+    if not isinstance(text, str) or not text:
+        return text
+    labelled = redact("id " + text, extra_patterns)
+    return labelled[3:] if labelled.startswith("id ") else redact(text, extra_patterns)
+
+
 def contains_secret(text: str, extra_patterns: Sequence[PatternLike] = ()) -> bool:
     """Whether :func:`redact` would change ``text``."""
     return redact(text, extra_patterns) != text
@@ -1677,11 +1687,9 @@ def sanitize_obj(
     def clean_str(s: str, key: str = "") -> str:
         out = sanitize(s, limit=limit_per_string, extra_patterns=patterns)
         if bare in out and key and ID_KEY_RE.search(key) is not None:
-            # An id or a hash under its key ({"by": "<uuid4 hex>"}): judged as "id <value>".
-            labelled = sanitize("id " + s, extra_patterns=patterns)
-            if labelled.startswith("id "):
-                out = labelled[3:]
-                out = cap(out, limit_per_string) if limit_per_string is not None else out
+            # An id or a hash under its key ({"by": "<uuid4 hex>"}): judged as an identifier.
+            out = redact_identifier(strip_private(well_formed(s)), patterns)
+            out = cap(out, limit_per_string) if limit_per_string is not None else out
         return out
 
     def walk(value: object, depth: int, key: str = "") -> object:

@@ -267,3 +267,19 @@ def test_record_ids_and_idempotency_keys_survive_sanitize_obj() -> None:
         "recalled_lesson_ids": ["les_0a1b2c3d4e5f6071", "3d44bea3707b42beb5fbb5e6d34941e0"],
     }
     assert sanitize_obj(record) == record
+
+
+def test_identifiers_may_be_uuid_hex_but_not_tokens() -> None:
+    """A key-value store label or key is an identifier: a uuid4 hex names an item (LangGraph
+    users make them so); a vendor token in one is still refused."""
+    from mimir_core.errors import InvalidInputError
+    from mimir_core.kv import check_identifier
+    from mimir_core.redact import redact_identifier
+
+    label = "c1649ca163554498ba28ce03b640d844"
+    assert redact_identifier(label) == label
+    check_identifier("namespace", label, "a namespace label")
+    token = "ghp_" + "a1B2c3D4e5" * 4
+    assert redact_identifier(token) == "[REDACTED:github_token]"
+    with pytest.raises(InvalidInputError, match="namespace"):
+        check_identifier("namespace", token, "a namespace label")
