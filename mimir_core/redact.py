@@ -23,7 +23,7 @@ the non-secret context is kept: ``API_KEY=[REDACTED:api_key]``,
 existing marker, markers are never masked again, and the rules are re-applied until nothing
 changes (normally one extra pass, only when the first pass found something).
 
-Detection has three layers, applied in this order:
+Detection has four layers, applied in this order:
 
 1. **Known formats** with a recognisable shape: PEM/PuTTY private keys, JWTs, cloud and SaaS
    tokens (AWS, GCP, Azure, GitHub, GitLab, Slack, Stripe, OpenAI, Anthropic, Hugging Face,
@@ -38,6 +38,10 @@ Detection has three layers, applied in this order:
    like a secret (letters and digits, or high entropy); other
    ``*key`` names (``DATADOG_KEY``, ``cache_key``) only redact values of 20+ characters with
    high Shannon entropy.
+4. **Bare tokens** anywhere in free text, with no name in front (:mod:`mimir_core.redact_bare`):
+   high-entropy base64 and hex runs as detect-secrets' plugins flag them, short random tokens,
+   base64 of ``user:password``; git SHAs in a git context, UUIDs, content hashes, ids named as
+   ids, paths and URL paths are kept.
 
 What is deliberately *not* redacted (to keep ordinary agent text intact):
 
@@ -49,7 +53,8 @@ What is deliberately *not* redacted (to keep ordinary agent text intact):
   variable holding the secret (``password=password``, ``token=new_token``, ``hashedPassword``);
 * prose (``password reset email``, ``token bucket``, ``tokenizer``, ``invalid token: expected
   ')'``), git SHAs, UUIDs, hashes and base64 that are not next to a secret-looking name, file
-  paths, URLs without credentials, ``PWD=/home/me``, ``session_id`` of an agent session.
+  paths, URLs without credentials, ``PWD=/home/me``, ``session_id`` of an agent session (a
+  32+ hex run with no such context *is* redacted: it cannot be told from a hex API key).
 
 Literal placeholders that *are* literals, such as ``changeme`` or ``password123``, are redacted:
 they are often real default credentials, and over-redacting a placeholder costs nothing. Obvious
