@@ -52,7 +52,7 @@ What is deliberately *not* redacted (to keep ordinary agent text intact):
   ``api_key=settings.API_KEY``), subscripts (``os.environ["X"]``) and identifiers that name a
   variable holding the secret (``password=password``, ``token=new_token``, ``hashedPassword``);
 * prose (``password reset email``, ``token bucket``, ``tokenizer``, ``invalid token: expected
-  ')'``), git SHAs, UUIDs, hashes and base64 that are not next to a secret-looking name, file
+  ')'``), git SHAs in a git context, UUIDs, content hashes, low-entropy base64, file
   paths, URLs without credentials, ``PWD=/home/me``, ``session_id`` of an agent session (a
   32+ hex run with no such context *is* redacted: it cannot be told from a hex API key).
 
