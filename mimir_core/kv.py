@@ -30,7 +30,7 @@ from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInputError, short
-from .redact import redact, sanitize, sanitize_obj, well_formed
+from .redact import redact_identifier, sanitize, sanitize_obj, well_formed
 from .scoring import Terms, hybrid_score, text_scores
 from .store import KV, sql_in, sql_str
 from .text import fts_text, unfts_text
@@ -137,7 +137,7 @@ def check_identifier(field_name: str, text: str, what: str) -> None:
     stored, listed and searched in clear, and redacting one would change which item it names."""
     if well_formed(text) != text:
         raise InvalidInputError(field_name, f"{what} must be valid Unicode (a lone surrogate)")
-    shown = redact(text)
+    shown = redact_identifier(text)  # a uuid4 hex label is an id, not a bare secret
     if shown != text:
         raise InvalidInputError(
             field_name,

@@ -23,7 +23,7 @@ the non-secret context is kept: ``API_KEY=[REDACTED:api_key]``,
 existing marker, markers are never masked again, and the rules are re-applied until nothing
 changes (normally one extra pass, only when the first pass found something).
 
-Detection has three layers, applied in this order:
+Detection has four layers, applied in this order:
 
 1. **Known formats** with a recognisable shape: PEM/PuTTY private keys, JWTs, cloud and SaaS
    tokens (AWS, GCP, Azure, GitHub, GitLab, Slack, Stripe, OpenAI, Anthropic, Hugging Face,
@@ -38,6 +38,10 @@ Detection has three layers, applied in this order:
    like a secret (letters and digits, or high entropy); other
    ``*key`` names (``DATADOG_KEY``, ``cache_key``) only redact values of 20+ characters with
    high Shannon entropy.
+4. **Bare tokens** anywhere in free text, with no name in front (:mod:`mimir_core.redact_bare`):
+   high-entropy base64 and hex runs as detect-secrets' plugins flag them, short random tokens,
+   base64 of ``user:password``; git SHAs in a git context, UUIDs, content hashes, ids named as
+   ids, paths and URL paths are kept.
 
 What is deliberately *not* redacted (to keep ordinary agent text intact):
 
@@ -48,8 +52,9 @@ What is deliberately *not* redacted (to keep ordinary agent text intact):
   ``api_key=settings.API_KEY``), subscripts (``os.environ["X"]``) and identifiers that name a
   variable holding the secret (``password=password``, ``token=new_token``, ``hashedPassword``);
 * prose (``password reset email``, ``token bucket``, ``tokenizer``, ``invalid token: expected
-  ')'``), git SHAs, UUIDs, hashes and base64 that are not next to a secret-looking name, file
-  paths, URLs without credentials, ``PWD=/home/me``, ``session_id`` of an agent session.
+  ')'``), git SHAs in a git context, UUIDs, content hashes, low-entropy base64, file
+  paths, URLs without credentials, ``PWD=/home/me``, ``session_id`` of an agent session (a
+  32+ hex run with no such context *is* redacted: it cannot be told from a hex API key).
 
 Literal placeholders that *are* literals, such as ``changeme`` or ``password123``, are redacted:
 they are often real default credentials, and over-redacting a placeholder costs nothing. Obvious
@@ -67,6 +72,8 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final, NamedTuple, TypeAlias
 
+from .redact_bare import BARE_TOKEN_PATTERN, ID_KEY_RE, classify_bare
+
 __all__ = [
     "DEPTH_MARKER",
     "KINDS",
@@ -77,6 +84,7 @@ __all__ = [
     "contains_secret",
     "marker",
     "redact",
+    "redact_identifier",
     "sanitize",
     "sanitize_obj",
     "strip_private",
@@ -726,7 +734,9 @@ _FORMAT_RULES: Final[tuple[_Rule, ...]] = (
     _prefixed("onepassword_token", ["ops_eyJ"], r"[A-Za-z0-9+/=_\-]{100,}", after=None),
     # --- SaaS -------------------------------------------------------------------------------------
     _prefixed(
-        "stripe_key", ["sk_live_", "sk_test_", "rk_live_", "rk_test_"], r"[A-Za-z0-9]{10,247}"
+        "stripe_key",
+        ["sk_live_", "sk_test_", "rk_live_", "rk_test_", "pk_live_", "pk_test_"],
+        r"[A-Za-z0-9]{10,247}",
     ),
     _prefixed("stripe_webhook_secret", ["whsec_"], r"[A-Za-z0-9+/=]{20,}", after=None),
     _prefixed(
@@ -892,6 +902,112 @@ def _cli_value_replace(m: re.Match[str]) -> str | None:
     if _is_placeholder(value) or value.startswith("$"):
         return None
     return _redact_group(m, "v", "password")
+
+
+def _tool(name: str) -> str:
+    """``name`` as a command word: not the tail of another word or path."""
+    return f"{name}(?<![A-Za-z0-9_\\-]{name})"
+
+
+# Credential flags of other command-line tools (the value follows the flag, as in mysql -p).
+_HTTPIE_TOOLS: Final = ("http", "https", "xh", "xhs")
+_HTTPIE_RE: Final = (
+    "(?:" + "|".join(_tool(t) for t in _HTTPIE_TOOLS) + ")"
+    r"[ \t](?:[^\n]{0,300}?[ \t])?(?:-a|--auth)(?:[ \t]+|=)[\"']?"
+    r"(?P<user>[^\s:\"'\[\]]{1,256}):(?P<pw>[^\s\"'\[\]]+)"
+)
+_SQLCMD_TOOLS: Final = ("sqlcmd", "bcp", "osql", "isql")
+# A flag's value: quoted (spaces allowed) or a bare word.
+_CLI_ANY: Final = (
+    r"(?:\"(?P<dq>[^\"\n]{1,200})\"|'(?P<sq>[^'\n]{1,200})'|(?P<uq>[^\s\"'|;&]{1,200}))"
+)
+_SQLCMD_RE: Final = (
+    "(?:" + "|".join(_tool(t) for t in _SQLCMD_TOOLS) + r")\b[^\n]{0,300}?[ \t]-P[ \t]*"
+) + _CLI_ANY
+_LDAP_RE: Final = (
+    _tool("ldap")
+    + r"(?:search|modify|add|delete|whoami|passwd|compare|modrdn|exop|url)\b"
+    + r"[^\n]{0,300}?[ \t]-w[ \t]*"
+    + _CLI_ANY
+)
+_OPENSSL_RE: Final = _tool("openssl") + r"\b[^\n]{0,300}?[ \t]-k[ \t]+" + _CLI_ANY
+_PASS_ARG_RE: Final = (
+    r"-pass(?:in|out|word)?(?<![A-Za-z0-9_\-]-pass)(?<![A-Za-z0-9_\-]-passin)"
+    r"(?<![A-Za-z0-9_\-]-passout)(?<![A-Za-z0-9_\-]-password)[ \t]+[\"']?pass:"
+    r"(?P<v>[^\s\"']+)"
+)
+_SMB_USER_RE: Final = (
+    r"(?:-U|--user|--username)(?<![A-Za-z0-9_\-]-U)(?<![A-Za-z0-9_\-]--user)"
+    r"(?<![A-Za-z0-9_\-]--username)(?:[ \t]+|=)[\"']?"
+    r"(?P<user>[^\s%\"'\[\]]{1,256})%(?P<v>[^\s\"'\[\]]+)"
+)
+_HTPASSWD_RE: Final = (
+    _tool("htpasswd")
+    + r"(?P<flags>(?:[ \t]+-[A-Za-z]{1,8}(?:[ \t]+\d{1,3})?){1,6})"
+    + r"[ \t]+(?P<a>[^\s\-|;&][^\s|;&]*)[ \t]+(?P<b>[^\s|;&]+)(?:[ \t]+(?P<c>[^\s|;&]+))?"
+)
+_STDIN_READERS: Final = (
+    r"(?:--password-stdin|--passphrase-fd|chpasswd|passwd[ \t]+--stdin"
+    r"|sudo(?:[ \t]+-[A-Za-z]+)*?[ \t]+-[A-Za-z]*S)(?![A-Za-z])"
+)
+_ECHO_PIPE_RE: Final = (
+    r"(?:echo|printf)(?<![A-Za-z0-9_\-]echo)(?<![A-Za-z0-9_\-]printf)[ \t]+(?:-[neE]{1,3}[ \t]+)?"
+    r"(?:\"(?P<dq>[^\"\n]{1,200})\"|'(?P<sq>[^'\n]{1,200})'|(?P<uq>[^\s\"'|;&]{1,200}))"
+    r"[ \t]*\|(?=[^\n|]{0,300}?" + _STDIN_READERS + ")"
+)
+_HERE_STRING_RE: Final = (
+    _STDIN_READERS
+    + r"[^\n]{0,300}?<<<[ \t]*(?:\"(?P<dq>[^\"\n]{1,200})\"|'(?P<sq>[^'\n]{1,200})'"
+    + r"|(?P<uq>[^\s\"'|;&]{1,200}))"
+)
+_AWS_CONFIGURE_RE: Final = (
+    _tool("aws")
+    + r"[ \t]+configure[ \t]+set[ \t]+(?:[A-Za-z0-9_.\-]{1,60}\.)?"
+    + r"(?P<name>aws_secret_access_key|aws_session_token|aws_security_token)[ \t]+"
+    + _CLI_VALUE
+)
+
+
+def _piped_value_replace(m: re.Match[str]) -> str | None:
+    group = m.lastgroup or "uq"
+    value = m.group(group)
+    if _is_placeholder(value) or value.startswith(("$", "%")):
+        return None
+    return _redact_group(m, group, "password")
+
+
+def _smb_user_replace(m: re.Match[str]) -> str | None:
+    value = m.group("v")
+    if _is_placeholder(value) or value.startswith(("$", "%")):
+        return None
+    return _redact_group(m, "v", "password")
+
+
+def _htpasswd_replace(m: re.Match[str]) -> str | None:
+    letters = "".join(c for c in m.group("flags") if c.isalpha())
+    if "b" not in letters:
+        return None  # the password is prompted for
+    group = "b" if "n" in letters else "c"  # -n: no file, "user password"
+    value = m.group(group)
+    if value is None or _is_placeholder(value) or value.startswith("$"):
+        return None
+    return _redact_group(m, group, "password")
+
+
+def _aws_configure_replace(m: re.Match[str]) -> str | None:
+    value = m.group("v")
+    if _is_placeholder(value) or value.startswith("$"):
+        return None
+    kind = "aws_secret_key" if m.group("name") == "aws_secret_access_key" else "token"
+    return _redact_group(m, "v", kind)
+
+
+def _bare_replace(m: re.Match[str]) -> str | None:
+    found = classify_bare(m.string, m.start(), m.end())
+    if found is None:
+        return None
+    offset, kind = found
+    return m.group()[: offset - m.start()] + marker(kind)
 
 
 _NETRC_RE: Final = _Lazy(
@@ -1183,9 +1299,70 @@ _CONTEXT_RULES: Final[tuple[_Rule, ...]] = (
         _anchors("sshpass"),
     ),
     _Rule("password", _NETRC_RE, ("login",), _netrc_replace, _resume_at_end, _anchors("login")),
+    _Rule(
+        "password",
+        _Lazy(_HTTPIE_RE),
+        ("-a", "--auth"),
+        _curl_user_replace,
+        _resume_at_end,
+        _anchors("http", "xh"),
+    ),
+    _Rule(
+        "password",
+        _Lazy(_SQLCMD_RE),
+        _SQLCMD_TOOLS,
+        _piped_value_replace,
+        None,
+        _anchors(*_SQLCMD_TOOLS),
+    ),
+    _Rule("password", _Lazy(_LDAP_RE), ("ldap",), _piped_value_replace, None, _anchors("ldap")),
+    _Rule(
+        "password",
+        _Lazy(_OPENSSL_RE),
+        ("openssl",),
+        _piped_value_replace,
+        None,
+        _anchors("openssl"),
+    ),
+    _Rule("password", _Lazy(_PASS_ARG_RE), ("pass:",), _cli_value_replace, None, _anchors("-pass")),
+    _Rule(
+        "password",
+        _Lazy(_SMB_USER_RE),
+        ("%",),
+        _smb_user_replace,
+        _resume_at_end,
+        _anchors("-u", "--user"),
+    ),
+    _Rule(
+        "password",
+        _Lazy(_HTPASSWD_RE),
+        ("htpasswd",),
+        _htpasswd_replace,
+        None,
+        _anchors("htpasswd"),
+    ),
+    _Rule(
+        "password",
+        _Lazy(_ECHO_PIPE_RE),
+        ("|",),
+        _piped_value_replace,
+        None,
+        _anchors("echo", "printf"),
+    ),
+    _Rule("password", _Lazy(_HERE_STRING_RE), ("<<<",), _piped_value_replace),
+    _Rule(
+        "aws_secret_key",
+        _Lazy(_AWS_CONFIGURE_RE),
+        ("configure",),
+        _aws_configure_replace,
+        None,
+        _anchors("aws"),
+    ),
     _Rule("secret", _XML_RE, _KW_HINTS, _xml_replace, _resume_at_end),
     _Rule("secret", _ASSIGN_RE, _KW_HINTS, _assign_replace, _assign_resume, _locate_assignments),
     _simple("bearer_token", _BEARER_RE, ["bearer"], group="v", anchors=["bearer"]),
+    # Last: bare high-entropy tokens anywhere (after the rules that know the token's kind).
+    _Rule("high_entropy", _Lazy(BARE_TOKEN_PATTERN), (), _bare_replace, _resume_at_end),
 )
 
 _RULES: Final[tuple[_Rule, ...]] = _FORMAT_RULES + _CONTEXT_RULES
@@ -1324,6 +1501,15 @@ def redact(text: str, extra_patterns: Sequence[PatternLike] = ()) -> str:
             lowered = _lower(text)
             unchanged = 1
     return text
+
+
+def redact_identifier(text: str, extra_patterns: Sequence[PatternLike] = ()) -> str:
+    """:func:`redact` for a value known to be an identifier (a key, a label, an id field):
+    a uuid4 hex or a SHA in it is an id, not a bare secret; known formats still go."""
+    if not isinstance(text, str) or not text:
+        return text
+    labelled = redact("id " + text, extra_patterns)
+    return labelled[3:] if labelled.startswith("id ") else redact(text, extra_patterns)
 
 
 def contains_secret(text: str, extra_patterns: Sequence[PatternLike] = ()) -> bool:
@@ -1501,13 +1687,19 @@ def sanitize_obj(
         raise ValueError(f"limit_per_string must be positive, got {limit_per_string}")
     patterns = tuple(extra_patterns)
     secret = marker("secret_field")
+    bare = marker("high_entropy")
 
-    def clean_str(s: str) -> str:
-        return sanitize(s, limit=limit_per_string, extra_patterns=patterns)
+    def clean_str(s: str, key: str = "") -> str:
+        out = sanitize(s, limit=limit_per_string, extra_patterns=patterns)
+        if bare in out and key and ID_KEY_RE.search(key) is not None:
+            # An id or a hash under its key ({"by": "<uuid4 hex>"}): judged as an identifier.
+            out = redact_identifier(strip_private(well_formed(s)), patterns)
+            out = cap(out, limit_per_string) if limit_per_string is not None else out
+        return out
 
-    def walk(value: object, depth: int) -> object:
+    def walk(value: object, depth: int, key: str = "") -> object:
         if isinstance(value, str):
-            return clean_str(value)
+            return clean_str(value, key)
         if isinstance(value, dict):
             if depth >= MAX_DEPTH:
                 return DEPTH_MARKER
@@ -1520,12 +1712,12 @@ def sanitize_obj(
                         continue
                 else:
                     new_key = k
-                out[new_key] = walk(v, depth + 1)
+                out[new_key] = walk(v, depth + 1, k if isinstance(k, str) else "")
             return out
         if isinstance(value, (list, tuple)):
             if depth >= MAX_DEPTH:
                 return DEPTH_MARKER
-            items = [walk(v, depth + 1) for v in value]
+            items = [walk(v, depth + 1, key) for v in value]
             return tuple(items) if isinstance(value, tuple) else items
         return value
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -258,3 +261,76 @@ def test_a_bad_user_pattern_never_breaks_the_hook(
     assert rc == 0 and out == ""
     assert b"make deploy" in files_blob(home)
     assert "MIMIR_REDACT_PATTERNS" in (home / "logs" / "hooks.log").read_text()
+
+
+# Bare secrets (no key name in front) of the review's finding 5, and a secret split between
+# the task and the action (each half a random token of its own).
+BARE = [e for e in SECRETS if e["kind"] in ("high_entropy", "basic_auth", "gcp_api_key")]
+SPLIT = ("Jq8v2NcX7pLr4TzW9bYd3KJq", "6gMs1AeUo5RiZt0VxCnEyPw")
+MIMIR_BIN = str(Path(sys.executable).parent / "mimir")
+
+
+def _hook_env(home: Path) -> dict[str, str]:
+    env = {"MIMIR_HOME": str(home), "MIMIR_AUTO_CONSOLIDATE": "0", "MIMIR_EMBEDDER": "hash"}
+    return {**os.environ, **env}
+
+
+def test_bare_secrets_never_reach_spool_meta_store_or_export(home: Path) -> None:
+    """A real ``mimir hook`` subprocess, the API's ``record`` and ``record_failure``, then
+    ``mimir export``: no bare secret, whole or in part, in any file, the session's
+    ``meta.json`` (checked while the episode is open) or the export."""
+    assert len(BARE) >= 8
+    secrets = [e["secret"] for e in BARE] + list(SPLIT)
+    for i, e in enumerate(BARE):
+        base = {"session_id": f"bare{i}", "transcript_path": "/t.jsonl", "cwd": "/repo/app"}
+        for payload in (
+            {**base, "hook_event_name": "UserPromptSubmit", "prompt": f"{CANARY} {e['text']}"},
+            {
+                **base,
+                "hook_event_name": "PostToolUse",
+                "tool_name": "Bash",
+                "tool_input": {"command": f"deploy {e['text']}"},
+                "tool_use_id": f"b{i}",
+                "tool_response": {"stdout": e["text"], "stderr": "", "interrupted": False},
+            },
+            {
+                **base,
+                "hook_event_name": "PostToolUseFailure",
+                "tool_name": "Bash",
+                "tool_input": {"command": f"retry {e['text']}"},
+                "tool_use_id": f"c{i}",
+                "error": f"Exit code 1\n{e['text']}",
+            },
+        ):
+            proc = subprocess.run(
+                [MIMIR_BIN, "hook", "claude-code"],
+                input=json.dumps(payload).encode(),
+                capture_output=True,
+                timeout=60,
+                env=_hook_env(home),
+            )
+            assert proc.returncode == 0 and proc.stdout == b"", proc.stderr
+            assert leaks(secrets, proc.stderr) == []
+    metas = list(home.rglob("meta.json"))
+    assert metas, "no open episode: meta.json was not checked"
+    assert CANARY.encode() in files_blob(home)
+    assert leaks(secrets, files_blob(home)) == [], "secret in the spool or a session's meta"
+    m = Mimir(home, embedder=RecordingEmbedder(), auto_consolidate=False)
+    try:
+        m.ingest()
+        for i, e in enumerate(BARE):
+            m.record(f"{CANARY} step {i}", e["text"], "success", reason=e["text"])
+            m.record_failure(f"{CANARY} fail {i}", f"retry {e['text']}", reason=e["text"])
+        m.record(f"{CANARY} deploy with {SPLIT[0]}", f"{SPLIT[1]} then restart", "success")
+    finally:
+        m.close()
+    proc = subprocess.run(
+        [MIMIR_BIN, "export", "--home", str(home), "-o", "-"],
+        capture_output=True,
+        timeout=120,
+        env=_hook_env(home),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert CANARY.encode() in proc.stdout
+    assert leaks(secrets, proc.stdout) == [], "secret in the export"
+    assert leaks(secrets, files_blob(home)) == [], "secret in the store"
