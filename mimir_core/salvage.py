@@ -127,7 +127,7 @@ def rebase_heads(m: Mimir) -> int:
 
     key = signing_key(m)
     good = []
-    for row in m.store.select(LESSONS, None, [*LESSON_COLUMNS, "updated_at"]):
+    for row in m.store.select(LESSONS, None, list(dict.fromkeys([*LESSON_COLUMNS, "updated_at"]))):
         lesson, ok = from_row(row, key)
         if ok:
             good.append(lesson)
