@@ -1,16 +1,22 @@
-"""Plain-text renderings of Mimir's results, shared by the CLI, MCP and tool adapters."""
+"""Plain-text renderings of Mimir's results, shared by the CLI, MCP and tool adapters.
+
+Every stored value is put on one line with no control or invisible character
+(:func:`mimir_core.fence.one_line`): a recorded action can neither add a line nor carry an
+ESC sequence to a terminal. Tool replies then neutralise markup too (:mod:`mimir_core.fence`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .fence import one_line
 from .types import Experience, Hit, Recommendation, Stats
 
 _MARK = {"success": "✓", "failure": "✗", "partial": "~"}
 
 
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
+    text = one_line(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -23,8 +29,8 @@ def render_experience(exp: Experience, *, width: int = 160) -> str:
     if exp.reason:
         lines.append(f"    why:   {_clip(exp.reason, width)}")
     lines.append(
-        f"    id {exp.id} · {exp.created_at:%Y-%m-%d %H:%M} · {exp.source}"
-        + (f" · {exp.scope}" if exp.scope else "")
+        f"    id {one_line(exp.id)} · {exp.created_at:%Y-%m-%d %H:%M} · {one_line(exp.source)}"
+        + (f" · {one_line(exp.scope)}" if exp.scope else "")
     )
     return "\n".join(lines)
 
@@ -35,7 +41,9 @@ def render_hits(hits: Sequence[Hit], query: str) -> str:
         return f"No relevant experience for {query!r}."
     parts = [f"{len(hits)} relevant experience(s) for {query!r}:"]
     for i, hit in enumerate(hits, 1):
-        parts.append(f"{i}. [{hit.score:.2f}; {hit.why}]\n" + render_experience(hit.experience))
+        parts.append(
+            f"{i}. [{hit.score:.2f}; {one_line(hit.why)}]\n" + render_experience(hit.experience)
+        )
     return "\n".join(parts)
 
 
@@ -64,7 +72,7 @@ def render_recommendation(rec: Recommendation | None, task: str) -> str:
     if rec is None:
         return f"No recommendation for {task!r}: no on-topic evidence of an action that worked."
     lines = [
-        f"Recommended: {rec.action}",
+        f"Recommended: {one_line(rec.action)}",
         f"  confidence {rec.confidence:.2f} (95% lower bound)"
         + (
             f", expected success {rec.expected_success:.2f}"
@@ -73,11 +81,12 @@ def render_recommendation(rec: Recommendation | None, task: str) -> str:
         )
         + f" from {rec.successes:g} success(es), "
         f"{rec.failures:g} failure(s){' · explored' if rec.explored else ''}",
-        f"  evidence: {', '.join(rec.evidence_ids[:8])}"
+        f"  evidence: {one_line(', '.join(rec.evidence_ids[:8]))}"
         + (" …" if len(rec.evidence_ids) > 8 else ""),
     ]
     if len(rec.variants) > 1:
-        lines.append(f"  also phrased as: {'; '.join(v for v in rec.variants if v != rec.action)}")
+        others = "; ".join(one_line(v) for v in rec.variants if v != rec.action)
+        lines.append(f"  also phrased as: {others}")
     for alt in rec.alternatives[:5]:
         verdict = "never worked" if alt.successes <= 0 else f"confidence {alt.confidence:.2f}"
         tally = f"{alt.successes:g}✓ {alt.failures:g}✗"
@@ -88,7 +97,7 @@ def render_recommendation(rec: Recommendation | None, task: str) -> str:
 def render_stats(stats: Stats) -> str:
     """A store summary."""
     outcomes = ", ".join(f"{k} {v}" for k, v in stats.by_outcome.items())
-    sources = ", ".join(f"{k} {v}" for k, v in list(stats.by_source.items())[:6]) or "-"
+    sources = ", ".join(f"{one_line(k)} {v}" for k, v in list(stats.by_source.items())[:6]) or "-"
     lessons = ", ".join(f"{k} {v}" for k, v in stats.lessons.items()) or "none"
     disk = f"{stats.disk_bytes / 1e6:.1f} MB" if stats.disk_bytes is not None else "remote"
     return "\n".join(
