@@ -32,6 +32,7 @@ Runnable example (offline, in process; ``pip install 'mimir-lessons[mcp]'``)::
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -106,6 +107,9 @@ class MimirMCPServer(MCPServer[Any]):
         #: host session): evidence counts by independent session, not by volume.
         self.session_id = f"mcp-{uuid.uuid4().hex[:16]}"
         self._tools = [render_tool(spec) for spec in TOOLS]
+        # Writes one at a time: concurrent HTTP clients writing at once only made the store
+        # retry its commits ("commit conflict"), each retry holding its request's memory.
+        self._write_lock = threading.Lock()
 
     def _begin(self) -> None:
         # Upkeep (store, model, spool, consolidation) starts with the first request, not at
@@ -152,7 +156,13 @@ class MimirMCPServer(MCPServer[Any]):
             mimir = self.maintainer.mimir
         except Exception as exc:  # bad configuration: every call says why
             return _error(f"cannot open Mimir: {type(exc).__name__}: {exc}")
-        return run_tool(mimir, name, arguments, session or self.session_id)
+        if name in _READ_ONLY:
+            return run_tool(mimir, name, arguments, session or self.session_id)
+        with self._write_lock:
+            return run_tool(mimir, name, arguments, session or self.session_id)
+
+
+_READ_ONLY = frozenset(spec.name for spec in TOOLS if spec.read_only)
 
 
 def _client_session(context: Any) -> str | None:
