@@ -2,7 +2,10 @@
 
 A thin rendering of the core's tool specs (:data:`mimir_core.tools.TOOLS`) on the official ``mcp``
 SDK 2.x (``MCPServer``). Tool errors come back as ``isError`` results carrying the core's message
-("k: must be an integer from 1 to 100; got 0"). Start-up imports only the SDK and the tool specs;
+("k: must be an integer from 1 to 100; got 0"); an unknown prompt or resource, or a missing or bad
+prompt or resource argument, is JSON-RPC -32602 naming it. Every reply that carries stored text
+is fenced and neutralised by :mod:`mimir_core.fence` (resources as escaped JSON).
+Start-up imports only the SDK and the tool specs;
 the store and the embedding model load on a background thread once the first request is answered
 (:class:`mimir_core.background.Maintainer`), which also drains the capture spool and runs
 consolidation when it is due. Serve it with ``mimir mcp`` (stdio) or ``mimir mcp --http``.
