@@ -160,7 +160,7 @@ def memory_for(m: Any, task: LiveTask) -> tuple[str, list[str]]:
     hits = m.recall(task.text, k=3)
     ids = [le.id for le in m.lessons(task.text, k=3)] if block else []
     if hits:
-        block = "\n\n".join(p for p in (block, fence(render_hits(hits, task.text), "recall")) if p)
+        block = "\n\n".join(p for p in (block, fence(render_hits(hits, task.text))) if p)
     return block, ids
 
 

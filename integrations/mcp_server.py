@@ -2,7 +2,10 @@
 
 A thin rendering of the core's tool specs (:data:`mimir_core.tools.TOOLS`) on the official ``mcp``
 SDK 2.x (``MCPServer``). Tool errors come back as ``isError`` results carrying the core's message
-("k: must be an integer from 1 to 100; got 0"). Start-up imports only the SDK and the tool specs;
+("k: must be an integer from 1 to 100; got 0"); an unknown prompt or resource, or a missing or bad
+prompt or resource argument, is JSON-RPC -32602 naming it. Every reply that carries stored text
+is fenced and neutralised by :mod:`mimir_core.fence` (resources as escaped JSON).
+Start-up imports only the SDK and the tool specs;
 the store and the embedding model load on a background thread once the first request is answered
 (:class:`mimir_core.background.Maintainer`), which also drains the capture spool and runs
 consolidation when it is due. Serve it with ``mimir mcp`` (stdio) or ``mimir mcp --http``.
@@ -31,8 +34,8 @@ Runnable example (offline, in process; ``pip install 'mimir-lessons[mcp]'``)::
 
 from __future__ import annotations
 
-import json
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -40,11 +43,13 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
 
 from mimir_core import __version__, tools
 from mimir_core.background import Maintainer
+from mimir_core.fence import json_text
 from mimir_core.tool_io import MAX_DATA_CHARS, cap_data
 from mimir_core.tools import AGENT_INSTRUCTIONS, TOOLS, ToolSpec
 
@@ -53,6 +58,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mimir.mcp")
 SOURCE = "mcp"
+#: JSON-RPC "invalid params": an unknown prompt or resource, a missing or bad argument.
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
 #: The `mimir_context` prompt when nothing is known about the task.
 NOTHING_KNOWN = "Mimir has no lessons or past attempts relevant to this task yet."
 
@@ -102,6 +110,9 @@ class MimirMCPServer(MCPServer[Any]):
         #: host session): evidence counts by independent session, not by volume.
         self.session_id = f"mcp-{uuid.uuid4().hex[:16]}"
         self._tools = [render_tool(spec) for spec in TOOLS]
+        # Writes one at a time: concurrent HTTP clients writing at once only made the store
+        # retry its commits ("commit conflict"), each retry holding its request's memory.
+        self._write_lock = threading.Lock()
 
     def _begin(self) -> None:
         # Upkeep (store, model, spool, consolidation) starts with the first request, not at
@@ -113,6 +124,25 @@ class MimirMCPServer(MCPServer[Any]):
         """The rendered specs."""
         self._begin()
         return list(self._tools)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Any = None
+    ) -> Any:
+        """A prompt by name. An unknown name or a missing argument is the client's mistake:
+        JSON-RPC -32602 naming it (the SDK answers code 0 and logs a traceback at ERROR)."""
+        prompts = {p.name: p for p in await self.list_prompts()}
+        prompt = prompts.get(name)
+        if prompt is None:
+            known = ", ".join(sorted(prompts))
+            raise MCPError(INVALID_PARAMS, f"unknown prompt {name!r}; the prompts are: {known}")
+        given = arguments or {}
+        missing = [a.name for a in prompt.arguments or [] if a.required and a.name not in given]
+        if missing:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"prompt {name!r} needs the argument(s): {', '.join(missing)}",
+            )
+        return await super().get_prompt(name, arguments, context)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Any = None
@@ -129,7 +159,13 @@ class MimirMCPServer(MCPServer[Any]):
             mimir = self.maintainer.mimir
         except Exception as exc:  # bad configuration: every call says why
             return _error(f"cannot open Mimir: {type(exc).__name__}: {exc}")
-        return run_tool(mimir, name, arguments, session or self.session_id)
+        if name in _READ_ONLY:
+            return run_tool(mimir, name, arguments, session or self.session_id)
+        with self._write_lock:
+            return run_tool(mimir, name, arguments, session or self.session_id)
+
+
+_READ_ONLY = frozenset(spec.name for spec in TOOLS if spec.read_only)
 
 
 def _client_session(context: Any) -> str | None:
@@ -173,20 +209,23 @@ def build_server(
 
 
 def _resource_call(fn: Callable[[Mimir], Any], what: str) -> Callable[[MimirMCPServer], str]:
-    from mimir_core.errors import MimirError, NotFoundError
+    from mimir_core.errors import InvalidInputError, MimirError, NotFoundError
 
     def read(server: MimirMCPServer) -> str:
         try:
             data = fn(server.maintainer.mimir)
-        except NotFoundError as exc:
-            raise ResourceNotFoundError(str(exc)) from None
+        except NotFoundError as exc:  # -32602, as for a URI no resource matches
+            raise ResourceNotFoundError(f"{what}: {exc}") from None
+        except InvalidInputError as exc:  # a bad template argument: the client's mistake
+            raise MCPError(INVALID_PARAMS, f"{what}: {exc}", {"uri": what}) from None
         except (MimirError, OSError) as exc:  # a bad setting, an unusable home: say which
             raise ResourceError(f"{what}: {type(exc).__name__}: {exc}") from None
         except Exception as exc:  # a bug: named like a tool's, never a bare "Error reading"
             log.exception("resource %s failed", what)
             raise ResourceError(f"{what}: internal error: {type(exc).__name__}: {exc}") from None
-        # A resource may be attached to a prompt whole: cap it like a tool result (x2).
-        return json.dumps(cap_data(data, 2 * MAX_DATA_CHARS), ensure_ascii=False, indent=1)
+        # A resource may be attached to a prompt whole: cap it like a tool result (x2), and
+        # write it so that its text spells no tag and hides nothing (escapes: the data is exact).
+        return json_text(cap_data(data, 2 * MAX_DATA_CHARS), indent=1)
 
     return read
 
@@ -234,5 +273,12 @@ def _add_resources(server: MimirMCPServer) -> None:
     def mimir_context(task: str) -> str:
         """Read at the start of a task: its lessons and what was observed on tasks like it
         (what failed here, what worked instead), fenced as data."""
-        text = server.maintainer.mimir.context(task)
+        from mimir_core.errors import InvalidInputError, MimirError
+
+        try:
+            text = server.maintainer.mimir.context(task)
+        except InvalidInputError as exc:
+            raise MCPError(INVALID_PARAMS, f"mimir_context: {exc}") from None
+        except (MimirError, OSError) as exc:  # a bad setting, an unusable home: say which
+            raise MCPError(INTERNAL_ERROR, f"mimir_context: {type(exc).__name__}: {exc}") from None
         return text or NOTHING_KNOWN

@@ -1,4 +1,9 @@
-"""Plain-text renderings of Mimir's results, shared by the CLI, MCP and tool adapters."""
+"""Plain-text renderings of Mimir's results, shared by the CLI, MCP and tool adapters.
+
+Every stored value is put on one line (:func:`_flat`): a recorded action can never add a line.
+The CLI then shows control characters escaped (``\\x1b``); tool replies neutralise every line
+(:mod:`mimir_core.fence`: no markup, no control or invisible character).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,13 @@ from .types import Experience, Hit, Recommendation, Stats
 _MARK = {"success": "✓", "failure": "✗", "partial": "~"}
 
 
+def _flat(text: object) -> str:
+    """``text`` on one line: every kind of line break (and run of whitespace) is one space."""
+    return " ".join(str(text).split())
+
+
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
+    text = _flat(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -23,8 +33,8 @@ def render_experience(exp: Experience, *, width: int = 160) -> str:
     if exp.reason:
         lines.append(f"    why:   {_clip(exp.reason, width)}")
     lines.append(
-        f"    id {exp.id} · {exp.created_at:%Y-%m-%d %H:%M} · {exp.source}"
-        + (f" · {exp.scope}" if exp.scope else "")
+        f"    id {_flat(exp.id)} · {exp.created_at:%Y-%m-%d %H:%M} · {_flat(exp.source)}"
+        + (f" · {_flat(exp.scope)}" if exp.scope else "")
     )
     return "\n".join(lines)
 
@@ -35,7 +45,9 @@ def render_hits(hits: Sequence[Hit], query: str) -> str:
         return f"No relevant experience for {query!r}."
     parts = [f"{len(hits)} relevant experience(s) for {query!r}:"]
     for i, hit in enumerate(hits, 1):
-        parts.append(f"{i}. [{hit.score:.2f}; {hit.why}]\n" + render_experience(hit.experience))
+        parts.append(
+            f"{i}. [{hit.score:.2f}; {_flat(hit.why)}]\n" + render_experience(hit.experience)
+        )
     return "\n".join(parts)
 
 
@@ -64,7 +76,7 @@ def render_recommendation(rec: Recommendation | None, task: str) -> str:
     if rec is None:
         return f"No recommendation for {task!r}: no on-topic evidence of an action that worked."
     lines = [
-        f"Recommended: {rec.action}",
+        f"Recommended: {_flat(rec.action)}",
         f"  confidence {rec.confidence:.2f} (95% lower bound)"
         + (
             f", expected success {rec.expected_success:.2f}"
@@ -73,11 +85,12 @@ def render_recommendation(rec: Recommendation | None, task: str) -> str:
         )
         + f" from {rec.successes:g} success(es), "
         f"{rec.failures:g} failure(s){' · explored' if rec.explored else ''}",
-        f"  evidence: {', '.join(rec.evidence_ids[:8])}"
+        f"  evidence: {_flat(', '.join(rec.evidence_ids[:8]))}"
         + (" …" if len(rec.evidence_ids) > 8 else ""),
     ]
     if len(rec.variants) > 1:
-        lines.append(f"  also phrased as: {'; '.join(v for v in rec.variants if v != rec.action)}")
+        others = "; ".join(_flat(v) for v in rec.variants if v != rec.action)
+        lines.append(f"  also phrased as: {others}")
     for alt in rec.alternatives[:5]:
         verdict = "never worked" if alt.successes <= 0 else f"confidence {alt.confidence:.2f}"
         tally = f"{alt.successes:g}✓ {alt.failures:g}✗"
@@ -88,7 +101,7 @@ def render_recommendation(rec: Recommendation | None, task: str) -> str:
 def render_stats(stats: Stats) -> str:
     """A store summary."""
     outcomes = ", ".join(f"{k} {v}" for k, v in stats.by_outcome.items())
-    sources = ", ".join(f"{k} {v}" for k, v in list(stats.by_source.items())[:6]) or "-"
+    sources = ", ".join(f"{_flat(k)} {v}" for k, v in list(stats.by_source.items())[:6]) or "-"
     lessons = ", ".join(f"{k} {v}" for k, v in stats.lessons.items()) or "none"
     disk = f"{stats.disk_bytes / 1e6:.1f} MB" if stats.disk_bytes is not None else "remote"
     return "\n".join(
