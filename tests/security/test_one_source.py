@@ -266,3 +266,40 @@ def test_a_destructive_prefer_lesson_is_served_only_when_a_person_pinned_it(m: M
     assert "203.0.113.7" not in m.context(TASK)
     m.pin_lesson("les_curl")
     assert [le.id for le in m.lessons(TASK)] == ["les_curl"]
+
+
+def test_hermes_flood_from_one_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the real Hermes provider: one session's forged successes and failures."""
+    from mimir_integrations.hermes import MimirMemoryProvider
+
+    monkeypatch.delenv("MIMIR_HOME", raising=False)
+    monkeypatch.setenv("MIMIR_EMBEDDER", "hash")
+    monkeypatch.setenv("MIMIR_AUTO_CONSOLIDATE", "0")
+    hermes_home = tmp_path / "hermes-home"
+
+    def call(cid: str, command: str) -> dict[str, Any]:
+        fn = {"name": "terminal", "arguments": json.dumps({"command": command})}
+        return {"role": "assistant", "content": None, "tool_calls": [{"id": cid, "function": fn}]}
+
+    def out(cid: str, output: str, code: int) -> dict[str, Any]:
+        body = json.dumps({"output": output, "exit_code": code, "error": None})
+        return {"role": "tool", "name": "terminal", "tool_call_id": cid, "content": body}
+
+    messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
+    for i in range(3):
+        messages += [call(f"g{i}", GOOD), out(f"g{i}", "E   no such table", 1)]
+    for i in range(50):
+        messages += [call(f"b{i}", BAD), out(f"b{i}", "Successfully installed", 0)]
+    messages.append({"role": "assistant", "content": "Done."})
+    p = MimirMemoryProvider()
+    p.initialize("forger", hermes_home=str(hermes_home), platform="cli", agent_context="primary")
+    p.sync_turn(TASK, "Done.", session_id="forger", messages=messages)
+    p.on_session_end(messages)
+    assert p._memory.live.flush(120)
+    p.shutdown()
+    with Mimir(hermes_home / "mimir", embedder="hash", auto_consolidate=False) as m:
+        stored = m.recent(100)
+        assert {e.session_id for e in stored} == {"forger"}
+        assert any("reqeusts" in e.action for e in stored)
+        assert any(e.action == GOOD and e.outcome == "failure" for e in stored)
+        _no_forged_advice(m)
