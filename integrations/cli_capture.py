@@ -14,8 +14,7 @@ from .cli import emit, open_mimir
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add the capture subcommands."""
-    from .hooks import HOST_MODULES
-    from .setup_cmd import SETUP_TARGETS
+    from .hosts import hook_modules, setup_targets
 
     p = sub.add_parser(
         "hook",
@@ -23,7 +22,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         description="Called by hosts, not by hand. Captures the event into the spool and prints "
         "the host's JSON answer (lessons to inject) when there is one.",
     )
-    p.add_argument("host", nargs="?", choices=sorted(HOST_MODULES))
+    p.add_argument("host", nargs="?", choices=sorted(hook_modules()))
     p.add_argument("--config", help="a JSON mapping for any other host (see mimir_core.capture)")
     p.add_argument("--home", help="Mimir home directory")
     p.set_defaults(handler=cmd_hook)
@@ -34,7 +33,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
     for name, verb in (("setup", "install"), ("uninstall", "remove")):
         p = sub.add_parser(name, parents=[common], help=f"{verb} Mimir's hooks and MCP server")
-        p.add_argument("target", choices=sorted(SETUP_TARGETS))
+        p.add_argument("target", choices=sorted(setup_targets()))
         p.set_defaults(handler=cmd_setup, remove=name == "uninstall")
 
 

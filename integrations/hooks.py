@@ -24,21 +24,21 @@ from mimir_core import spool
 from mimir_core.capture import Capture, Event
 from mimir_core.capture.events import sha256_hex
 
+from . import hosts
+
 if TYPE_CHECKING:
     import re
 
     from mimir_core.observations.policy import Line
 
-#: ``mimir hook <name>`` → the module with ``handle(payload, ctx) -> dict | None``.
-HOST_MODULES: dict[str, str] = {
-    "claude-code": "mimir_integrations.claude_code",
-    "cline": "mimir_integrations.cline",
-}
+#: ``mimir hook <name>`` → the module with ``handle(payload, ctx) -> dict | None`` (from
+#: :data:`mimir_integrations.hosts.HOSTS`).
+HOST_MODULES: dict[str, str] = hosts.hook_modules()
 MAX_STDIN = 64 * 1024 * 1024
 LOG_MAX_BYTES = 2 * 1024 * 1024
 #: A background ``mimir ingest --consolidate`` at most this often (seconds).
 BACKGROUND_EVERY = 120.0
-USAGE = "usage: mimir hook {claude-code,cline} [--home DIR] | mimir hook --config FILE [--home DIR]"
+USAGE = hosts.hook_usage()
 
 Handler = Callable[[dict[str, Any], "HookContext"], "dict[str, Any] | None"]
 #: The longest block a hook injects (characters).

@@ -1,10 +1,10 @@
 """``mimir setup <target>`` and ``mimir uninstall <target>``: wire Mimir into a host in one command.
 
-Targets are a registry, :data:`SETUP_TARGETS`: a name and the module that implements it with
-``setup(env) -> list[str]`` and ``uninstall(env) -> list[str]`` (lines saying what was done),
-both given a :class:`SetupEnv` with the helpers every target needs: JSON files merged with a
-backup first, executables written without clobbering the user's own, the host's CLI run when it
-is on PATH. Setup is idempotent; uninstall removes only what setup added.
+Targets come from the one list of hosts, :mod:`mimir_integrations.hosts`: a name and the module
+that implements it with ``setup(env) -> list[str]`` and ``uninstall(env) -> list[str]`` (lines
+saying what was done), both given a :class:`SetupEnv` with the helpers every target needs: JSON
+files merged with a backup first, executables written without clobbering the user's own, the
+host's CLI run when it is on PATH. Setup is idempotent; uninstall removes only what setup added.
 """
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ from typing import Any
 
 from mimir_core.errors import ConfigError
 
-#: ``mimir setup <name>`` → the module implementing it (``setup(env)``, ``uninstall(env)``).
-SETUP_TARGETS: dict[str, str] = {
-    "claude-code": "mimir_integrations.claude_code",
-    "cline": "mimir_integrations.cline",
-    "hermes": "mimir_integrations.hermes_setup",
-}
+from .hosts import setup_targets
+
+#: ``mimir setup <name>`` → the module implementing it (``setup(env)``, ``uninstall(env)``), from
+#: :data:`mimir_integrations.hosts.HOSTS`.
+SETUP_TARGETS: dict[str, str] = setup_targets()
 
 
 def mimir_executable() -> list[str]:

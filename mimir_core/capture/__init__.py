@@ -3,10 +3,13 @@
 Hook processes import this package on every tool call, so it imports nothing beyond the
 standard library and Mimir's stdlib-only modules (:mod:`mimir_core.spool`,
 :mod:`mimir_core.redact`, :mod:`mimir_core.scope`), and its names load lazily: a Claude Code hook
-never imports the Cline or mapping modules.
+never imports the mapping module.
 
-* :func:`from_claude_code`, :func:`from_cline`, :class:`HookMapping` normalise payloads into
-  :class:`Event` objects;
+It knows no host: each host's adapter (``mimir_integrations.<host>.payload``) turns that host's
+payloads into :class:`Event` objects.
+
+* :class:`HookMapping` normalises the payloads of any other host into events, from a JSON
+  mapping (``mimir hook --config FILE``);
 * :class:`Capture` groups events into episodes per session and task, filters noise, redacts
   and caps, and appends records to the store's spool.
 """
@@ -21,8 +24,6 @@ __all__ = [
     "HookMapping",
     "MappingError",
     "describe_action",
-    "from_claude_code",
-    "from_cline",
     "is_noise",
 ]
 
@@ -31,15 +32,11 @@ _LAZY = {
     "Event": "events",
     "describe_action": "events",
     "is_noise": "events",
-    "from_claude_code": "claude_code",
-    "from_cline": "cline",
     "HookMapping": "mapping",
     "MappingError": "mapping",
 }
 
 if TYPE_CHECKING:
-    from .claude_code import from_claude_code
-    from .cline import from_cline
     from .episodes import Capture
     from .events import Event, describe_action, is_noise
     from .mapping import HookMapping, MappingError

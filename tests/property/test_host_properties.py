@@ -24,8 +24,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mimir_core.capture import HookMapping
-from mimir_core.capture.claude_code import from_claude_code
-from mimir_core.capture.cline import from_cline
+from mimir_integrations.claude_code.payload import from_claude_code
+from mimir_integrations.cline.payload import from_cline
 from tests.property.conftest import PROPS, json_texts, json_values, texts, values
 from tests.security.helpers import MCPSession, run_hook_inprocess
 

@@ -15,12 +15,11 @@ from mimir_core.capture import (
     HookMapping,
     MappingError,
     describe_action,
-    from_claude_code,
-    from_cline,
     is_noise,
 )
-from mimir_core.capture.claude_code import judge_response
 from mimir_core.capture.episodes import remove_tree
+from mimir_integrations.claude_code.payload import from_claude_code, judge_response
+from mimir_integrations.cline.payload import from_cline
 
 SID = "c60c2f4e-session"
 BASE = {"session_id": SID, "transcript_path": "/x.jsonl", "cwd": "/repo/payments"}

@@ -14,23 +14,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mimir_core.capture import from_claude_code
+from ..hosts import host
+from .payload import from_claude_code
 
 if TYPE_CHECKING:
-    from .hooks import HookContext
-    from .setup_cmd import SetupEnv
+    from ..hooks import HookContext
+    from ..setup_cmd import SetupEnv
 
-#: The events the hooks are installed for (tool events match every tool).
-EVENTS = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "Stop",
-    "SessionEnd",
-    "PreCompact",
-)
+#: The events the hooks are installed for (from the hosts list).
+EVENTS = host("claude-code").events
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 HOOK_TIMEOUT = 15
 MCP_NAME = "mimir"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .events import Event
+from mimir_core.capture.events import Event
 
 HOST = "claude-code"
 _KIND = {

@@ -13,23 +13,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mimir_core.capture import from_cline
+from ..hosts import host
+from .payload import from_cline
 
 if TYPE_CHECKING:
-    from .hooks import HookContext
-    from .setup_cmd import SetupEnv
+    from ..hooks import HookContext
+    from ..setup_cmd import SetupEnv
 
-#: Hook file names Cline runs (both generations map these names to their events).
-HOOK_NAMES = (
-    "TaskStart",
-    "TaskResume",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "TaskComplete",
-    "TaskCancel",
-    "PreCompact",
-)
+#: The events the hooks are installed for (from the hosts list).
+HOOK_NAMES = host("cline").events
 MCP_NAME = "mimir"
 MARK = "# installed by mimir setup cline"
 
