@@ -2,6 +2,7 @@
 
     python -m bench.mcp_startup                 # 7 interleaved runs of each variant
     python -m bench.mcp_startup --runs 15 --json out.json
+    python -m bench.mcp_startup --quick         # the CI smoke: one run, no ``mimir mcp`` variant
 
 Each run starts a fresh process, writes the ``initialize`` request, the ``initialized``
 notification and ``tools/list`` at once on its stdin (what a client does as fast as it can) and
@@ -144,9 +145,10 @@ def _check_tools(msg: dict[str, Any], tools: list[str]) -> None:
 
 
 def measure(
-    runs: int, hash_embedder: bool, tmp: Path, tools: list[str]
+    runs: int, hash_embedder: bool, tmp: Path, tools: list[str], cli: bool = True
 ) -> dict[str, list[dict[str, float]]]:
-    """Every variant's timings, ``runs`` interleaved rounds, in a fresh home under ``tmp``."""
+    """Every variant's timings, ``runs`` interleaved rounds, in a fresh home under ``tmp``
+    (``cli=False``: without ``mimir mcp``, the front again behind the console script)."""
     env = dict(os.environ, MIMIR_HOME=str(tmp / "home"), HF_HUB_OFFLINE="1", HOME=str(tmp))
     if hash_embedder:
         env["MIMIR_EMBEDDER"] = "hash"
@@ -167,7 +169,7 @@ def measure(
         "mimir-mcp": ("server", server, env),
         "mimir-mcp, no front": ("server", server, no_front),
     }
-    if Path(mimir_bin).exists():
+    if cli and Path(mimir_bin).exists():
         variants["mimir mcp"] = ("server", [mimir_bin, "mcp", "--interval", "3600"], env)
     time_server(server, env, str(tmp), tools)  # records the SDK's answers for the front
     results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
@@ -188,11 +190,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--hash", action="store_true", help="hash embedder instead of MiniLM")
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--quick", action="store_true", help="one run, without the mimir mcp variant")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.runs = 1
 
     tools: list[str] = []  # the reference run's tool names
     with tempfile.TemporaryDirectory(prefix="mimir-mcp-bench-") as tmp:
-        results = measure(args.runs, args.hash, Path(tmp), tools)
+        results = measure(args.runs, args.hash, Path(tmp), tools, cli=not args.quick)
 
     summary: dict[str, dict[str, dict[str, float]]] = {}
     print(f"{'variant':32} {'measure':12} {'median ms':>10} {'min':>7} {'max':>7}")
