@@ -72,7 +72,8 @@ def _mcp_startup(r: dict[str, Any], _tmp: Path) -> None:
 
 def _hermes(r: dict[str, Any], _tmp: Path) -> None:
     assert r["prefetch_warm_ms"]["n"] == 24 and r["sync_turn_ms"]["n"] == 6
-    assert r["store"]["experiences"] == 126 and r["captured_experiences"] > 0, r["store"]
+    assert r["extra"] == 0 and r["rounds"] == 1 and r["store"]["experiences"] > 0, r["store"]
+    assert r["captured_experiences"] > 0
     assert {"first_turn_ms", "context_direct_ms", "target_met"} <= r.keys()
 
 
@@ -250,6 +251,7 @@ def _modules() -> dict[str, bool]:
     return {p.stem: _has_main(p) for p in sorted(BENCH.glob("*.py"))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SMOKE))
 def test_part_runs_at_its_smallest_size(name: str, tmp_path: Path) -> None:
     part = SMOKE[name]
