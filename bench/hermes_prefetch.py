@@ -2,6 +2,7 @@
 
     python -m bench.hermes_prefetch                 # labelled set + 2,000 synthetic, 3 rounds
     python -m bench.hermes_prefetch --extra 20000 --rounds 5 --json out.json
+    python -m bench.hermes_prefetch --quick     # the CI smoke (a third of the set, 1 round)
 
 Hermes calls ``prefetch(query)`` before every turn in a thread and gives up after 8 s;
 ``sync_turn`` runs after the turn on Hermes' background worker. Measured through the provider's
@@ -87,14 +88,15 @@ def turn_messages(i: int) -> list[dict[str, Any]]:
     return msgs
 
 
-def build_store(hermes_home: Path, extra: int) -> dict[str, Any]:
+def build_store(hermes_home: Path, extra: int, every: int = 1) -> dict[str, Any]:
+    """The labelled experiences (every ``every``-th one) plus ``extra`` synthetic ones."""
     from mimir_core import Mimir
 
     data = json.loads(DATA.read_text(encoding="utf-8"))
     m = Mimir(hermes_home / "mimir", embedder="fastembed", auto_consolidate=False)
     items = [
         {k: e[k] for k in ("task", "action", "outcome", "reason", "context") if k in e}
-        for e in data["experiences"]
+        for e in data["experiences"][::every]
     ]
     if extra:
         sys.path.insert(0, str(ROOT.parent))
@@ -121,7 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extra", type=int, default=2000, help="synthetic experiences to add")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke size: a third of the set, 1 round, 24 queries, 6 turns",
+    )
     args = ap.parse_args(argv)
+    turns = 60
+    if args.quick:
+        args.extra, args.rounds, turns = 0, 1, 6
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["MIMIR_AUTO_CONSOLIDATE"] = "0"
@@ -132,11 +142,13 @@ def main(argv: list[str] | None = None) -> int:
 
     data = json.loads(DATA.read_text(encoding="utf-8"))
     queries = [q["query"] for q in data["queries"]] + [r["task"] for r in data["recommend"]]
-    result: dict[str, Any] = {"extra": args.extra, "rounds": args.rounds}
+    if args.quick:
+        queries = queries[::10][:24]  # spread over the set: both kinds of query
+    result: dict[str, Any] = {"extra": args.extra, "rounds": args.rounds, "turns": turns}
     with tempfile.TemporaryDirectory(prefix="mimir-hermes-bench-") as tmp:
         hermes_home = Path(tmp) / "hermes"
-        print(f"building the store ({376 + args.extra} experiences)...", file=sys.stderr)
-        result["store"] = build_store(hermes_home, args.extra)
+        print(f"building the store (+{args.extra} synthetic experiences)...", file=sys.stderr)
+        result["store"] = build_store(hermes_home, args.extra, every=3 if args.quick else 1)
 
         # first turn: initialize, then prefetch at once (store and model still loading)
         p = MimirMemoryProvider()
@@ -171,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
         sync_t = [
             timed(lambda i=i: p.sync_turn("x", "y", messages=turn_messages(i)))[0]
-            for i in range(60)
+            for i in range(turns)
         ]
         result["sync_turn_ms"] = pct(sync_t)
         t_shutdown, _ = timed(p.shutdown)
@@ -210,7 +222,7 @@ def render(r: dict[str, Any]) -> str:
         "",
         f"prefetches that returned lessons: {r['prefetch_with_lessons']:.0%}; "
         f"shutdown (flush): {r['shutdown_ms']:.0f} ms; "
-        f"captured from {len(range(60))} turns: {r['captured_experiences']} experiences",
+        f"captured from {r['turns']} turns: {r['captured_experiences']} experiences",
         f"{r['target']}: {'met' if r['target_met'] else 'NOT met'}",
     ]
     return "\n".join(lines)

@@ -637,16 +637,19 @@ def _generic_figures(runs: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
         }
     if CEILING in cfg.arms:
         ceiling = _second_half(runs, CEILING, n)
+        top = statistics.fmean(ceiling)
         out["over_ceiling"] = {}
         for arm in cfg.arms:
             if arm == CEILING:
                 continue
             mine = _second_half(runs, arm, n)
-            ratio = statistics.fmean(mine) / statistics.fmean(ceiling)
+            # A tiny run can leave the ceiling without one success: no ratio then, not a crash.
+            ratio = statistics.fmean(mine) / top if top > 0 else None
+            per_seed = [a / c for a, c in zip(mine, ceiling, strict=True) if c > 0]
             out["over_ceiling"][arm] = {
-                "second_half_ratio": round(ratio, 4),
-                "per_seed": band([a / c for a, c in zip(mine, ceiling, strict=True) if c > 0]),
-                "meets_0_9": ratio >= 0.9,
+                "second_half_ratio": None if ratio is None else round(ratio, 4),
+                "per_seed": band(per_seed) if per_seed else None,
+                "meets_0_9": ratio is not None and ratio >= 0.9,
             }
     diags = {
         arm: recommend_diagnostics(runs, arm, n)
@@ -823,6 +826,9 @@ def _generic_lines(f: dict[str, Any]) -> list[str]:
         )
     for arm, r in f.get("over_ceiling", {}).items():
         if arm == "cold":
+            continue
+        if r["per_seed"] is None:
+            lines.append(f"{arm.upper()}/CEILING: no ratio (the ceiling never succeeded)")
             continue
         lines.append(
             f"{arm.upper()}/CEILING, 2nd half {r['second_half_ratio']:.3f} "

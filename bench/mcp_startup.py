@@ -2,6 +2,7 @@
 
     python -m bench.mcp_startup                 # 7 interleaved runs of each variant
     python -m bench.mcp_startup --runs 15 --json out.json
+    python -m bench.mcp_startup --quick         # the CI smoke: one run, no ``mimir mcp`` variant
 
 Each run starts a fresh process, writes the ``initialize`` request, the ``initialized``
 notification and ``tools/list`` at once on its stdin (what a client does as fast as it can) and
@@ -52,11 +53,12 @@ INIT = {
 }
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+CALL_TOOL = "recall_experiences"
 CALL = {
     "jsonrpc": "2.0",
     "id": 3,
     "method": "tools/call",
-    "params": {"name": "recall_experiences", "arguments": {"query": "run the test suite"}},
+    "params": {"name": CALL_TOOL, "arguments": {"query": "run the test suite"}},
 }
 
 
@@ -80,8 +82,19 @@ def time_plain(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
     return {"exit": wall, "exit_cpu": cpu}
 
 
-def time_server(cmd: list[str], env: dict[str, str], cwd: str) -> dict[str, float]:
-    """Times of the first answers (ms from the process start) for one fresh server."""
+class ServerError(RuntimeError):
+    """A server under measurement answered wrongly or exited early."""
+
+
+def time_server(
+    cmd: list[str], env: dict[str, str], cwd: str, tools: list[str]
+) -> dict[str, float]:
+    """Times of the first answers (ms from the process start) for one fresh server.
+
+    ``tools``: the tool names the reference run listed, which this run must list too (the front
+    answers from a recording, so a stale one shows here); empty, it is filled with this run's.
+    The server's own list is the reference, never a constant: the constant went stale (and the
+    bench crashed) each time the server gained a tool."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
@@ -99,7 +112,7 @@ def time_server(cmd: list[str], env: dict[str, str], cwd: str) -> dict[str, floa
         while "first_call" not in out:
             raw = proc.stdout.readline()
             if not raw:
-                raise RuntimeError(f"server exited early: {cmd}")
+                raise ServerError(f"server exited early: {cmd}")
             msg = json.loads(raw)
             now = (time.perf_counter() - t0) * 1000
             if msg.get("id") == 1:
@@ -107,11 +120,12 @@ def time_server(cmd: list[str], env: dict[str, str], cwd: str) -> dict[str, floa
             elif msg.get("id") == 2:
                 out["tools_list"] = now
                 out["tools_list_cpu"] = _cpu_ms(proc.pid)
-                assert len(msg["result"]["tools"]) == 12, msg
+                _check_tools(msg, tools)
                 proc.stdin.write(_line(CALL))
                 proc.stdin.flush()
             elif msg.get("id") == 3:
-                assert not msg["result"].get("isError"), msg
+                if "result" not in msg or msg["result"].get("isError"):
+                    raise ServerError(f"the first tools/call failed: {msg}")
                 out["first_call"] = now
     finally:
         proc.stdin.close()
@@ -119,16 +133,24 @@ def time_server(cmd: list[str], env: dict[str, str], cwd: str) -> dict[str, floa
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--hash", action="store_true", help="hash embedder instead of MiniLM")
-    ap.add_argument("--json", help="write the figures here")
-    args = ap.parse_args(argv)
+def _check_tools(msg: dict[str, Any], tools: list[str]) -> None:
+    """The ``tools/list`` answer lists the reference tools (or becomes the reference)."""
+    names = [str(t.get("name")) for t in msg.get("result", {}).get("tools", [])]
+    if CALL_TOOL not in names:
+        raise ServerError(f"tools/list lacks {CALL_TOOL} (the timed call): {names}")
+    if not tools:
+        tools.extend(names)
+    elif names != tools:
+        raise ServerError(f"tools/list changed between runs: {tools} then {names}")
 
-    tmp = Path(tempfile.mkdtemp(prefix="mimir-mcp-bench-"))
+
+def measure(
+    runs: int, hash_embedder: bool, tmp: Path, tools: list[str], cli: bool = True
+) -> dict[str, list[dict[str, float]]]:
+    """Every variant's timings, ``runs`` interleaved rounds, in a fresh home under ``tmp``
+    (``cli=False``: without ``mimir mcp``, the front again behind the console script)."""
     env = dict(os.environ, MIMIR_HOME=str(tmp / "home"), HF_HUB_OFFLINE="1", HOME=str(tmp))
-    if args.hash:
+    if hash_embedder:
         env["MIMIR_EMBEDDER"] = "hash"
     seed = (
         "from mimir_core import Mimir\n"
@@ -147,19 +169,35 @@ def main(argv: list[str] | None = None) -> int:
         "mimir-mcp": ("server", server, env),
         "mimir-mcp, no front": ("server", server, no_front),
     }
-    if Path(mimir_bin).exists():
+    if cli and Path(mimir_bin).exists():
         variants["mimir mcp"] = ("server", [mimir_bin, "mcp", "--interval", "3600"], env)
-    time_server(server, env, str(tmp))  # records the SDK's answers for the front
+    time_server(server, env, str(tmp), tools)  # records the SDK's answers for the front
     results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
-    for r in range(args.runs):
+    for r in range(runs):
         names = list(variants)
         names = names[r % len(names) :] + names[: r % len(names)]
         for name in names:
             kind, cmd, run_env = variants[name]
-            fn = (
-                time_plain(cmd, run_env) if kind == "plain" else time_server(cmd, run_env, str(tmp))
-            )
-            results[name].append(fn)
+            if kind == "plain":
+                results[name].append(time_plain(cmd, run_env))
+            else:
+                results[name].append(time_server(cmd, run_env, str(tmp), tools))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--hash", action="store_true", help="hash embedder instead of MiniLM")
+    ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--quick", action="store_true", help="one run, without the mimir mcp variant")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.runs = 1
+
+    tools: list[str] = []  # the reference run's tool names
+    with tempfile.TemporaryDirectory(prefix="mimir-mcp-bench-") as tmp:
+        results = measure(args.runs, args.hash, Path(tmp), tools, cli=not args.quick)
 
     summary: dict[str, dict[str, dict[str, float]]] = {}
     print(f"{'variant':32} {'measure':12} {'median ms':>10} {'min':>7} {'max':>7}")
@@ -172,8 +210,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:32} {key:12} {row['median']:10.0f} {row['min']:7.0f} {row['max']:7.0f}")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"({args.runs} runs each, {os.cpu_count()} CPUs, load average {load:.1f})")
+    print(f"{len(tools)} tools listed: {', '.join(tools)}")
     if args.json:
-        meta = {"runs": args.runs, "cpus": os.cpu_count(), "load": load, "hash": args.hash}
+        meta = {
+            "runs": args.runs,
+            "cpus": os.cpu_count(),
+            "load": load,
+            "hash": args.hash,
+            "tools": tools,
+        }
         Path(args.json).write_text(json.dumps({"meta": meta, "results": summary}, indent=2))
     return 0
 

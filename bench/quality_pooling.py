@@ -3,6 +3,7 @@ keyword match plus its topics (``mimir_core.observations``), on the labelled set
 
     python -m bench.quality_pooling          # tune and test parts, the shipped constants
     python -m bench.quality_pooling --grid   # the grid the constants were chosen from (tune)
+    python -m bench.quality_pooling --quick  # the CI smoke: the test part, 12 prompts
 
 Leave one task out: a digest holds every other task of the part (each with its topic, assigned
 from its MiniLM vector as the stored experiences get it), and the left-out task is the prompt.
@@ -28,6 +29,21 @@ from mimir_core.observations import from_store
 from .quality import load
 
 
+class _Memo:
+    """An embedder that embeds a list of texts once: each part is evaluated twice (shipped
+    constants, keywords alone) on the same texts, and the grid many times."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self._seen: dict[tuple[str, ...], Any] = {}
+
+    def embed(self, texts: list[str]) -> Any:
+        key = tuple(texts)
+        if key not in self._seen:
+            self._seen[key] = self.inner.embed(texts)
+        return self._seen[key]
+
+
 def _tasks(data: dict[str, Any], part: str) -> list[tuple[str, str]]:
     families = set(data["split"][part])
     return sorted(
@@ -43,8 +59,11 @@ def evaluate(
     join: float = from_store.TOPIC_JOIN,
     floor: float = ad.MATCH_FLOOR,
     loose: float = ad.LOOSE_FLOOR,
+    prompts: int | None = None,
 ) -> dict[str, float]:
-    """``found``, ``wrong`` and the mean number of tasks pooled, for one part."""
+    """``found``, ``wrong`` and the mean number of tasks pooled, for one part (over its first
+    ``prompts`` left-out tasks when given: the smoke's size, since each prompt rebuilds the pool).
+    """
     tasks = _tasks(data, part)
     texts = [t for _f, t in tasks]
     vectors = dict(zip((ad.normalise_task(t) for t in texts), embedder.embed(texts), strict=True))
@@ -61,6 +80,8 @@ def evaluate(
             for fam, query in tasks:
                 if size[fam] < 2:
                     continue
+                if prompts is not None and asked >= prompts:
+                    break
                 digest = ad.AttemptDigest("bench")
                 topics = from_store.Topics(Path(tmp), "bench", fresh=True)
                 for _f, task in tasks:
@@ -89,11 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grid", action="store_true", help="the grid, on the tuning part")
     parser.add_argument("--embedder", default="fastembed")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--quick", action="store_true", help="the test part's first 12 prompts")
     args = parser.parse_args(argv)
+    parts = ("test",) if args.quick else ("tune", "test")
+    prompts = 12 if args.quick else None
     from mimir_core.embed import make_embedder
 
     with tempfile.TemporaryDirectory() as tmp:
-        embedder = make_embedder(args.embedder, Path(tmp) / "models")
+        embedder = _Memo(make_embedder(args.embedder, Path(tmp) / "models"))
         data = load()
         if args.grid:
             for join in (0.5, 0.55, 0.6, 0.65):
@@ -101,13 +125,15 @@ def main(argv: list[str] | None = None) -> int:
                     r = evaluate(data, "tune", embedder, join=join, floor=floor, loose=loose)
                     print(f"join {join} floor {floor} loose {loose}: {r}")
             return 0
-        result = {part: evaluate(data, part, embedder) for part in ("tune", "test")}
+        result: dict[str, Any] = {
+            part: evaluate(data, part, embedder, prompts=prompts) for part in parts
+        }
         result["keywords_only"] = {
-            part: evaluate(data, part, embedder, floor=0.5, loose=9.0, join=2.0)
-            for part in ("tune", "test")
+            part: evaluate(data, part, embedder, floor=0.5, loose=9.0, join=2.0, prompts=prompts)
+            for part in parts
         }
     print("hooks' pooling (leave one task out; test part held out from tuning)")
-    for part in ("tune", "test"):
+    for part in parts:
         r, k = result[part], result["keywords_only"][part]
         print(
             f"  {part}: found {r['found']:.2f} (keywords alone {k['found']:.2f}), "
