@@ -124,14 +124,7 @@ def _serve(args: argparse.Namespace, front: Any) -> int:
 
         logging.getLogger("mimir.mcp").error("bad configuration (every call says so): %s", broken)
 
-    try:
-        from .mcp_server import build_server
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
-            raise
-        from mimir_core.errors import OptionalDependencyError
-
-        raise OptionalDependencyError("mcp", "mcp") from exc
+    from .mcp_server import build_server  # OptionalDependencyError without the mcp extra
 
     def factory() -> Any:
         if broken is not None:

@@ -6,25 +6,27 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from langgraph.store.base import (
-    BaseStore,
-    GetOp,
-    IndexConfig,
-    Item,
-    ListNamespacesOp,
-    Op,
-    PutOp,
-    Result,
-    SearchItem,
-    SearchOp,
-    TTLConfig,
-    get_text_at_path,
-    tokenize_path,
-    validate_op_namespace,
-)
-
 from mimir_core.errors import InvalidInputError
+from mimir_core.extras import requires_extra
 from mimir_core.kv import KVItem, KVPut, KVStore, document_text
+
+with requires_extra("mimir_integrations.langgraph", "langgraph"):
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        IndexConfig,
+        Item,
+        ListNamespacesOp,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        TTLConfig,
+        get_text_at_path,
+        tokenize_path,
+        validate_op_namespace,
+    )
 
 
 def open_mimir(mimir: Any = None) -> Any:
