@@ -52,6 +52,7 @@ class _ExtraGuard:
 def requires_extra(module: str, extra: str) -> _ExtraGuard:
     """Imports in this block come from ``extra``; ``module`` is who needs them (for the message).
 
-    Usage: ``with requires_extra("mimir_integrations.langgraph", "langgraph"): import langgraph``.
+    Usage: ``with requires_extra("mimir_integrations.langgraph", "langgraph"):`` around the
+    adapter's framework imports.
     """
     return _ExtraGuard(module, extra)
