@@ -114,7 +114,7 @@ def _serve(args: argparse.Namespace, front: Any) -> int:
         if args.http:
             raise
         env_home = os.environ.get("MIMIR_HOME", "").strip()
-        defaults = {"home": Path(env_home).expanduser()} if env_home else {}
+        defaults: dict[str, Any] = {"home": Path(env_home).expanduser()} if env_home else {}
         settings, broken = MimirSettings.model_construct(**defaults), exc
     home = Path(args.home).expanduser() if getattr(args, "home", None) else settings.home
     _setup_logging(home, settings.log_level)

@@ -59,8 +59,8 @@ class MimirStore(BaseStore):
         ttl: TTLConfig | None = None,
     ) -> None:
         self.mimir = open_mimir(mimir)
-        index = dict(index or {})  # type: ignore[assignment]
-        if index.get("embed") is not None:
+        config: dict[str, Any] = dict(index or {})
+        if config.get("embed") is not None:
             raise InvalidInputError(
                 "index.embed", "Mimir embeds with its own offline model; leave 'embed' out"
             )
@@ -71,8 +71,8 @@ class MimirStore(BaseStore):
             refresh_on_read=ttl.get("refresh_on_read", True),
             sweep_interval_minutes=ttl.get("sweep_interval_minutes"),
         )
-        self._fields = [(p, tokenize_path(p)) for p in (index.get("fields") or ["$"])]
-        self.index_config = index or None
+        self._fields = [(p, tokenize_path(p)) for p in (config.get("fields") or ["$"])]
+        self.index_config = config or None
 
     # -- the two abstract methods ----------------------------------------------------------------
 
