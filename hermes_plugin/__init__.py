@@ -10,9 +10,10 @@ installed in the Python environment Hermes runs in.
 
 import logging
 from pathlib import Path
+from typing import Any
 
 
-def register(ctx):
+def register(ctx: Any) -> None:
     """Called by Hermes with a collector: hand it Mimir's MemoryProvider."""
     try:
         from mimir_integrations.hermes import MimirMemoryProvider

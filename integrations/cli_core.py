@@ -196,6 +196,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from mimir_integrations.demo import run_demo
+    from .demo import run_demo
 
     return run_demo(args)

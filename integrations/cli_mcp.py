@@ -114,7 +114,7 @@ def _serve(args: argparse.Namespace, front: Any) -> int:
         if args.http:
             raise
         env_home = os.environ.get("MIMIR_HOME", "").strip()
-        defaults = {"home": Path(env_home).expanduser()} if env_home else {}
+        defaults: dict[str, Any] = {"home": Path(env_home).expanduser()} if env_home else {}
         settings, broken = MimirSettings.model_construct(**defaults), exc
     home = Path(args.home).expanduser() if getattr(args, "home", None) else settings.home
     _setup_logging(home, settings.log_level)
@@ -124,14 +124,7 @@ def _serve(args: argparse.Namespace, front: Any) -> int:
 
         logging.getLogger("mimir.mcp").error("bad configuration (every call says so): %s", broken)
 
-    try:
-        from .mcp_server import build_server
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
-            raise
-        from mimir_core.errors import OptionalDependencyError
-
-        raise OptionalDependencyError("mcp", "mcp") from exc
+    from .mcp_server import build_server  # OptionalDependencyError without the mcp extra
 
     def factory() -> Any:
         if broken is not None:

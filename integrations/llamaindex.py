@@ -29,14 +29,17 @@ import json
 import logging
 from typing import Any
 
-from llama_index.core.llms import ChatMessage
-from llama_index.core.memory import BaseMemoryBlock
-from llama_index.core.retrievers import BaseRetriever
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from mimir_core.extras import requires_extra
 from mimir_core.retrieval import KINDS, retrieve
 from mimir_core.turns import turn_records
+
+with requires_extra("mimir_integrations.llamaindex", "llamaindex"):
+    from llama_index.core.llms import ChatMessage
+    from llama_index.core.memory import BaseMemoryBlock
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 SOURCE = "llamaindex"
 log = logging.getLogger("mimir.llamaindex")

@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from mimir_core.errors import ConfigError
+from mimir_core.extras import requires_extra
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 #: A bearer token needs at least this many non-space characters.
@@ -60,7 +61,8 @@ def check_bind(host: str, *, allow_remote: bool, token: str | None) -> None:
 def rebinding_guard(host: str) -> Any:
     """The SDK's Host/Origin check for a loopback ``host`` (any address of 127.0.0.0/8 as
     well as the three the SDK knows), ``None`` for any other host (the token guards it)."""
-    from mcp.server.transport_security import TransportSecuritySettings
+    with requires_extra("mimir_integrations.mcp_http", "mcp"):
+        from mcp.server.transport_security import TransportSecuritySettings
 
     if not is_loopback(host):
         return None
@@ -195,7 +197,8 @@ def build_app(
 ) -> Any:
     """The ASGI app of ``server`` (an ``MCPServer``): limits first, then the token (when set),
     then the SDK's app with the DNS-rebinding guard on any loopback host."""
-    from mcp.server.transport_security import TransportSecuritySettings
+    with requires_extra("mimir_integrations.mcp_http", "mcp"):
+        from mcp.server.transport_security import TransportSecuritySettings
 
     security = rebinding_guard(host)
     if security is None:
@@ -236,7 +239,8 @@ def serve_http(
     server: Any, *, host: str, port: int, path: str = "/mcp", token: str | None = None
 ) -> None:
     """Serve ``server`` over streamable HTTP until interrupted (the port bound first)."""
-    import uvicorn
+    with requires_extra("mimir_integrations.mcp_http", "mcp"):
+        import uvicorn
 
     sock = bind(host, port)
     try:

@@ -40,21 +40,23 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from mcp.types import Tool as MCPTool
-
 from mimir_core import __version__, tools
 from mimir_core.background import Maintainer
+from mimir_core.extras import requires_extra
 from mimir_core.fence import json_text
 from mimir_core.tool_io import MAX_DATA_CHARS, cap_data
 from mimir_core.tools import AGENT_INSTRUCTIONS, TOOLS, ToolSpec
 
 if TYPE_CHECKING:
     from mimir_core.memory import Mimir
+
+with requires_extra("mimir_integrations.mcp_server", "mcp"):
+    import anyio.to_thread
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import CallToolResult, TextContent, ToolAnnotations
+    from mcp.types import Tool as MCPTool
 
 log = logging.getLogger("mimir.mcp")
 SOURCE = "mcp"

@@ -256,8 +256,8 @@ class LiveMemory:
             if self._on_error is not None:
                 try:
                     self._on_error(f"Mimir memory is off: {self.error}")
-                except Exception:
-                    pass
+                except Exception:  # the host's callback; the error itself is logged above
+                    log.debug("mimir: the on_error callback failed", exc_info=True)
         finally:
             self._ready.set()
 

@@ -67,13 +67,21 @@ class SigningKeyError(MimirError):
 
 
 class OptionalDependencyError(MimirError, ImportError):
-    """An adapter needs an extra that is not installed; the message names the pip command."""
+    """A module needs an extra that is not installed; the message names the extra and the pip
+    command. Raised by :func:`mimir_core.extras.requires_extra`.
 
-    def __init__(self, package: str, extra: str) -> None:
-        self.package = package
+    ``module`` is who needs it (``"mimir_integrations.langgraph"``), ``extra`` the extra's name
+    and ``missing`` the import name that was not found (also ``ImportError.name``).
+    """
+
+    def __init__(self, module: str, extra: str, missing: str | None = None) -> None:
+        self.module = module
         self.extra = extra
+        self.missing = missing
+        detail = f" ({missing!r} is not installed)" if missing else ""
         super().__init__(
-            f"{package} is not installed; install it with: pip install 'mimir-lessons[{extra}]'"
+            f"{module} needs the {extra!r} extra{detail}: pip install 'mimir-lessons[{extra}]'",
+            name=missing,
         )
 
 

@@ -18,6 +18,7 @@ Repairs, each a new version (nothing is rewritten in place; the doctor backs the
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import stat
@@ -28,6 +29,8 @@ from typing import Any
 
 from .errors import StoreError
 from .table_scan import TableScanner, is_error
+
+log = logging.getLogger("mimir.integrity")
 
 TABLE_SUFFIX = ".lance"
 _V2_BASE = (1 << 64) - 1  # manifest names in the v2 scheme count down from u64::MAX
@@ -202,6 +205,7 @@ def repair_table(table_dir: Path, backup_dir: Path) -> list[str]:
         except BaseException as exc:
             if not is_error(exc):
                 raise
+            log.debug("table %s: version %s is unreadable: %s", name, v, _short(exc))
             continue
     if not readable:
         raise StoreError(
@@ -237,6 +241,7 @@ def repair_table(table_dir: Path, backup_dir: Path) -> list[str]:
         except BaseException as exc:
             if not is_error(exc):
                 raise
+            log.debug("table %s: older version %s is unreadable: %s", name, v, _short(exc))
             continue
         before = _rows(ds)
         old.restore()
@@ -282,6 +287,7 @@ def orphan_rows(table_dir: Path) -> int:
         except BaseException as exc:
             if not is_error(exc):
                 raise
+            log.debug("%s: version %s is unreadable: %s", table_dir.name, v, _short(exc))
             continue
         named.update(df.path for f in ds.get_fragments() for df in f.metadata.files)
     rows = 0
@@ -295,13 +301,14 @@ def orphan_rows(table_dir: Path) -> int:
         except BaseException as exc:
             if not is_error(exc):
                 raise
+            log.debug("%s: data file %s is unreadable: %s", table_dir.name, path.name, _short(exc))
     return rows
 
 
 def _rows(ds: Any) -> str:
     try:
         return str(int(ds.count_rows()))
-    except Exception:
+    except Exception:  # only for the repair's report, where "?" says the count is unknown
         return "?"
 
 

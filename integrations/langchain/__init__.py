@@ -49,13 +49,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "MimirMemory":  # legacy chains only: needs the separate langchain-classic package
-        try:
-            from .classic import MimirMemory
-        except ImportError as exc:
-            if "langchain_classic" not in str(exc):
-                raise
-            from mimir_core.errors import OptionalDependencyError
+        from .classic import MimirMemory  # OptionalDependencyError without the extra
 
-            raise OptionalDependencyError("langchain-classic", "langchain-classic") from exc
         return MimirMemory
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

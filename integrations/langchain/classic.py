@@ -9,12 +9,15 @@ import json
 import uuid
 from typing import Any
 
-from langchain_classic.base_memory import BaseMemory
 from pydantic import ConfigDict
 
+from mimir_core.extras import requires_extra
 from mimir_core.turns import turn_records
 
 from .tools import SOURCE, open_mimir
+
+with requires_extra("mimir_integrations.langchain", "langchain-classic"):
+    from langchain_classic.base_memory import BaseMemory
 
 
 class MimirMemory(BaseMemory):

@@ -9,15 +9,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from hashlib import sha256
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.messages import SystemMessage, ToolMessage, convert_to_openai_messages
-from langchain_core.tools import BaseTool
-
+from mimir_core.extras import requires_extra
 from mimir_core.graph_steps import mark_tool_errors
 from mimir_core.observations.tool_call import note_after_failure, note_before, with_note
 from mimir_core.turns import action_text, split_turns, turn_records
 
 from .tools import SOURCE, get_tools, open_mimir
+
+with requires_extra("mimir_integrations.langchain", "langchain"):
+    from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+    from langchain_core.messages import SystemMessage, ToolMessage, convert_to_openai_messages
+    from langchain_core.tools import BaseTool
 
 log = logging.getLogger("mimir.langchain")
 

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
-from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
+from mimir_core.extras import requires_extra
 from mimir_core.retrieval import KINDS, RetrievedDoc, retrieve
 
 from .tools import open_mimir
+
+with requires_extra("mimir_integrations.langchain", "langchain"):
+    from langchain_core.callbacks import (
+        AsyncCallbackManagerForRetrieverRun,
+        CallbackManagerForRetrieverRun,
+    )
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
 
 
 class MimirRetriever(BaseRetriever):

@@ -6,13 +6,16 @@ import contextvars
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
-from langchain_core.callbacks import CallbackManagerForToolRun
-from langchain_core.tools import BaseTool, BaseToolkit, ToolException
 from pydantic import BaseModel, ConfigDict
 
 from mimir_core.episodes import tool_key
 from mimir_core.errors import InvalidInputError, MimirError
+from mimir_core.extras import requires_extra
 from mimir_core.tools import TOOLS, call_tool, get_tool
+
+with requires_extra("mimir_integrations.langchain", "langchain"):
+    from langchain_core.callbacks import CallbackManagerForToolRun
+    from langchain_core.tools import BaseTool, BaseToolkit, ToolException
 
 SOURCE = "langchain"
 _CALL: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar(

@@ -9,14 +9,9 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import ToolMessage, convert_to_openai_messages
-from langchain_core.runnables import RunnableConfig
-from langgraph.config import get_config
-from langgraph.runtime import Runtime
-from langgraph.types import Command
-
 from mimir_core.episodes import Episodes
 from mimir_core.errors import MimirError
+from mimir_core.extras import requires_extra
 from mimir_core.graph_steps import (
     SaverLineage,
     mark_tool_errors,
@@ -29,6 +24,13 @@ from mimir_core.observations.tool_call import note_after_failure, note_before, w
 from mimir_core.tools import call_tool
 
 from .store import open_mimir
+
+with requires_extra("mimir_integrations.langgraph", "langgraph"):
+    from langchain_core.messages import ToolMessage, convert_to_openai_messages
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.config import get_config
+    from langgraph.runtime import Runtime
+    from langgraph.types import Command
 
 log = logging.getLogger("mimir.langgraph")
 

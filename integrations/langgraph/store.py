@@ -6,25 +6,27 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from langgraph.store.base import (
-    BaseStore,
-    GetOp,
-    IndexConfig,
-    Item,
-    ListNamespacesOp,
-    Op,
-    PutOp,
-    Result,
-    SearchItem,
-    SearchOp,
-    TTLConfig,
-    get_text_at_path,
-    tokenize_path,
-    validate_op_namespace,
-)
-
 from mimir_core.errors import InvalidInputError
+from mimir_core.extras import requires_extra
 from mimir_core.kv import KVItem, KVPut, KVStore, document_text
+
+with requires_extra("mimir_integrations.langgraph", "langgraph"):
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        IndexConfig,
+        Item,
+        ListNamespacesOp,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        TTLConfig,
+        get_text_at_path,
+        tokenize_path,
+        validate_op_namespace,
+    )
 
 
 def open_mimir(mimir: Any = None) -> Any:
@@ -57,8 +59,8 @@ class MimirStore(BaseStore):
         ttl: TTLConfig | None = None,
     ) -> None:
         self.mimir = open_mimir(mimir)
-        index = dict(index or {})  # type: ignore[assignment]
-        if index.get("embed") is not None:
+        config: dict[str, Any] = dict(index or {})
+        if config.get("embed") is not None:
             raise InvalidInputError(
                 "index.embed", "Mimir embeds with its own offline model; leave 'embed' out"
             )
@@ -69,8 +71,8 @@ class MimirStore(BaseStore):
             refresh_on_read=ttl.get("refresh_on_read", True),
             sweep_interval_minutes=ttl.get("sweep_interval_minutes"),
         )
-        self._fields = [(p, tokenize_path(p)) for p in (index.get("fields") or ["$"])]
-        self.index_config = index or None
+        self._fields = [(p, tokenize_path(p)) for p in (config.get("fields") or ["$"])]
+        self.index_config = config or None
 
     # -- the two abstract methods ----------------------------------------------------------------
 

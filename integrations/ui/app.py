@@ -18,22 +18,24 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markupsafe import Markup, escape
-from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
-
 from mimir_core import insights
 from mimir_core.errors import InvalidInputError, MimirError, NotFoundError
+from mimir_core.extras import requires_extra
 
 from . import charts
+
+with requires_extra("mimir_integrations.ui", "ui"):
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+    from markupsafe import Markup, escape
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.exceptions import HTTPException
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
 
 log = logging.getLogger("mimir.ui")
 HERE = Path(__file__).parent

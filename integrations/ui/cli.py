@@ -110,12 +110,10 @@ def cmd_ui(args: argparse.Namespace) -> int:
         token = check_token(args.token or os.environ.get(TOKEN_ENV) or None)
     if not 0 <= args.port <= 65535:
         raise InvalidInputError("port", f"must be from 0 to 65535; got {args.port}")
-    try:
+    from mimir_core.extras import requires_extra
+
+    with requires_extra("mimir ui", "ui"):
         import uvicorn
-    except ImportError as exc:
-        raise InvalidInputError(
-            "ui", "needs the ui extra: pip install 'mimir-lessons[ui]'"
-        ) from exc
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     m = open_mimir(args)
     m.stats()  # open (and migrate) the store before serving: errors are one line, not a page

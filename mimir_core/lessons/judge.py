@@ -131,12 +131,11 @@ class AnthropicChat:
                 raise ConfigError("api_key: the LLM judge needs an Anthropic API key or a client")
             import importlib
 
-            try:  # imported by name, lazily: the core must work without the extra
-                sdk = importlib.import_module("anthropic")
-            except ImportError as exc:
-                from ..errors import OptionalDependencyError
+            from ..extras import requires_extra
 
-                raise OptionalDependencyError("anthropic", "llm") from exc
+            # imported by name, lazily: the core must work without the extra
+            with requires_extra("the LLM judge (AnthropicChat)", "llm"):
+                sdk = importlib.import_module("anthropic")
             client = sdk.Anthropic(
                 api_key=api_key, base_url=base_url, timeout=timeout, max_retries=1
             )
