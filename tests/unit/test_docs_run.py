@@ -1,0 +1,377 @@
+"""Every code block and every ``mimir`` command in README.md and docs/*.md runs as written.
+
+Each fenced block is handled by its language:
+
+- ``python``: run in a fresh interpreter; ``bash``/``sh``/``console``: run by ``bash -e``. Both get
+  a temporary ``HOME`` and ``MIMIR_HOME`` (never the real home), no ``ANTHROPIC_API_KEY``, the
+  model offline (``HF_HUB_OFFLINE=1``), this venv's ``bin`` first on ``PATH``. They must exit 0.
+- ``json``/``toml``: configuration the docs tell users to write; each is used the way Mimir uses
+  it (a hook mapping is driven through ``mimir hook --config``; an MCP client entry's command is
+  parsed by the ``mimir`` parser).
+- ``text``: shown output or a picture, never run.
+
+An HTML comment on the line(s) right before a fence changes that:
+
+- ``<!-- not-run: reason -->``: not run, because it cannot run here (a real host, the network,
+  a server that runs until stopped). The reason must be listed in :data:`NOT_RUN` too, so no
+  block is left out silently; the ``mimir`` commands in it are still checked against the parser.
+- ``<!-- setup: shell -->``: shell run before the block, in the same script (e.g. copying the
+  store ``mimir demo`` leaves, ``$DEMO_HOME``, into ``$MIMIR_HOME``). ``les_…`` in a block stands
+  for ``$LESSON``, an active lesson of that store.
+- ``<!-- env: NAME=value: reason -->``: an environment variable for the block.
+
+Every inline ``mimir …`` code span is checked too: its subcommand, choices and flags must be the
+parser's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+HERMES_PIP = (
+    '"$(dirname "$(readlink -f "$(command -v hermes)")")/python" -m pip install '
+    "'mimir-lessons[hermes]'"
+)
+#: blocks marked ``not-run`` -> why (the first line of the block identifies it)
+NOT_RUN = {
+    ("README.md", "bash .ci/dev demo"): "creates .venv and installs from the network; "
+    "CI runs `.ci/dev test` itself",
+    ("docs/benchmarks.md", "python -m bench --quick"): "the benchmarks take minutes to hours; "
+    "each part has a smoke test",
+    ("docs/hooks.md", HERMES_PIP): "needs the Hermes Agent installed, and pip from the network",
+    ("docs/ui.md", "mimir demo"): "`mimir ui` serves until stopped, and --open starts a browser",
+}
+
+RUNNABLE = {"python", "bash", "sh", "console", "json", "toml"}
+MARKER = re.compile(r"<!--\s*(not-run|setup|env):\s*(.*?)\s*-->")
+
+
+@dataclass
+class Block:
+    page: str
+    line: int
+    lang: str
+    code: str
+    not_run: str | None = None
+    setup: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def fenced_blocks(path: Path) -> list[Block]:
+    """The fenced code blocks of one page, with the markers on the lines right before each."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    page = path.relative_to(ROOT).as_posix()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        fence = re.match(r"^(`{3,})\s*([\w+-]*)", lines[i])
+        if not fence:
+            i += 1
+            continue
+        end = next(
+            (j for j in range(i + 1, len(lines)) if lines[j].startswith(fence.group(1))), None
+        )
+        assert end is not None, f"{page}:{i + 1}: unclosed code block"
+        block = Block(page, i + 1, fence.group(2), "\n".join(lines[i + 1 : end]) + "\n")
+        j = i - 1
+        while j >= 0 and (found := MARKER.search(lines[j])):
+            kind, value = found.groups()
+            if kind == "not-run":
+                block.not_run = value
+            elif kind == "setup":
+                block.setup.insert(0, value)
+            else:
+                name, _, rest = value.partition("=")
+                block.env[name] = rest.split(":", 1)[0].strip()
+            j -= 1
+        blocks.append(block)
+        i = end + 1
+    return blocks
+
+
+ALL_BLOCKS = [b for page in PAGES for b in fenced_blocks(page)]
+TO_RUN = [b for b in ALL_BLOCKS if b.lang in RUNNABLE and b.not_run is None]
+
+
+def first_words(block: Block) -> tuple[str, str]:
+    """The key of :data:`NOT_RUN`: the page and the block's first line, without its comment."""
+    return (block.page, block.code.splitlines()[0].split("  #", 1)[0].strip())
+
+
+def test_every_block_says_what_it_is() -> None:
+    untagged = [b.id for b in ALL_BLOCKS if not b.lang]
+    assert not untagged, f"code blocks without a language (use `text` for pictures): {untagged}"
+    unknown = [f"{b.id} ({b.lang})" for b in ALL_BLOCKS if b.lang not in RUNNABLE | {"text"}]
+    assert not unknown, f"no runner for: {unknown}"
+    assert len(TO_RUN) >= 8, [b.id for b in TO_RUN]  # the extractor finds the blocks
+
+
+def test_not_run_blocks_are_the_listed_ones_with_their_reasons() -> None:
+    marked = {first_words(b): b.not_run for b in ALL_BLOCKS if b.not_run is not None}
+    assert all(marked.values()), f"a not-run marker needs a reason: {marked}"
+    assert marked == NOT_RUN, f"marked in the docs: {marked}; listed in NOT_RUN: {NOT_RUN}"
+    for key, reason in sorted(NOT_RUN.items()):  # shown with -rP
+        print(f"not run: {key[0]} `{key[1]} …`: {reason}")
+
+
+def test_the_extractor_reads_markers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = tmp_path / "p.md"
+    page.write_text(
+        "x\n<!-- not-run: needs a host -->\n```bash\nmimir a\n```\n"
+        "<!-- setup: cp x y -->\n<!-- env: MIMIR_EMBEDDER=hash: exact words -->\n"
+        "````python\nprint(1)\n````\n```\nart\n```\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    a, b, c = fenced_blocks(page)
+    assert (a.lang, a.not_run, a.code, a.line) == ("bash", "needs a host", "mimir a\n", 3)
+    assert (b.lang, b.setup, b.env, b.not_run) == (
+        "python",
+        ["cp x y"],
+        {"MIMIR_EMBEDDER": "hash"},
+        None,
+    )
+    assert (c.lang, c.code) == ("", "art\n")
+
+
+# --- running -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The store ``mimir demo`` leaves, and one of its active lessons (made once per run)."""
+    base = tmp_path_factory.mktemp("demo")
+    home = base / "demo-home"
+    env = sandbox_env(base, MIMIR_EMBEDDER="hash")  # the blocks using it say so (env markers)
+    run = subprocess.run(
+        [str(BIN / "mimir"), "demo", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=base,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = subprocess.run(
+        [str(BIN / "mimir"), "lessons", "--status", "active", "--json", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=base,
+        timeout=300,
+        check=True,
+    )
+    return home, json.loads(out.stdout)[0]["id"]
+
+
+def sandbox_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """A fresh HOME and MIMIR_HOME under ``tmp``; offline; no API key; this venv first."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MIMIR_", "ANTHROPIC_", "HERMES_")) and k not in ("VIRTUAL_ENV",)
+    }
+    home = tmp / "home"
+    home.mkdir(exist_ok=True)
+    env.update(
+        HOME=str(home),
+        MIMIR_HOME=str(home / ".mimir"),
+        TMPDIR=str(tmp),
+        HF_HUB_OFFLINE="1",
+        PATH=f"{BIN}:/usr/bin:/bin",
+        **extra,
+    )
+    return env
+
+
+def run_block(block: Block, tmp: Path, demo: tuple[Path, str]) -> subprocess.CompletedProcess[str]:
+    env = sandbox_env(
+        tmp, DEMO_HOME=str(demo[0]), LESSON=demo[1], TEST_DATA=str(ROOT / "tests/data"), **block.env
+    )
+    if block.lang == "python":
+        assert not block.setup, f"{block.id}: setup is for shell blocks"
+        return subprocess.run(
+            [sys.executable, "-c", block.code],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp,
+            timeout=300,
+        )
+    script = "\n".join([*block.setup, block.code.replace("les_…", '"$LESSON"')])
+    return subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    "block", [b for b in TO_RUN if b.lang not in ("json", "toml")], ids=lambda b: b.id
+)
+def test_the_block_runs(block: Block, tmp_path: Path, demo_home: tuple[Path, str]) -> None:
+    out = run_block(block, tmp_path, demo_home)
+    assert out.returncode == 0, (
+        f"{block.id} ({block.lang}) failed with {out.returncode}:\n{block.code}\n"
+        f"stdout:\n{out.stdout[-2000:]}\nstderr:\n{out.stderr[-3000:]}"
+    )
+
+
+# --- configuration blocks --------------------------------------------------------------------
+
+
+def config_of(block: Block) -> dict[str, object]:
+    data = json.loads(block.code) if block.lang == "json" else tomllib.loads(block.code)
+    assert isinstance(data, dict)
+    return data
+
+
+def mcp_entries(data: dict[str, object]) -> list[dict[str, object]]:
+    """The ``mimir`` server entries of a client's MCP configuration (JSON or Codex's TOML)."""
+    servers = data.get("mcpServers") or data.get("mcp_servers") or {}
+    assert isinstance(servers, dict)
+    return [v for k, v in servers.items() if k == "mimir"]
+
+
+@pytest.mark.parametrize(
+    "block", [b for b in TO_RUN if b.lang in ("json", "toml")], ids=lambda b: b.id
+)
+def test_the_configuration_works(block: Block, tmp_path: Path) -> None:
+    data = config_of(block)
+    if "events" in data:  # a hook mapping: drive it with a prompt and a failed tool call
+        config = tmp_path / "mapping.json"
+        config.write_text(block.code)
+        env = sandbox_env(tmp_path)
+        payloads = [
+            {"type": "prompt", "message": "deploy the app", "session": {"id": "s1"}},
+            {
+                "type": "tool_end",
+                "session": {"id": "s1"},
+                "tool": {
+                    "name": "bash",
+                    "args": {"command": "make deploy"},
+                    "call_id": "c1",
+                    "exit_code": 2,
+                    "stderr": "no rule to make target",
+                },
+            },
+        ]
+        for payload in payloads:
+            subprocess.run(
+                [str(BIN / "mimir"), "hook", "--config", str(config)],
+                input=json.dumps(payload),
+                text=True,
+                env=env,
+                cwd=tmp_path,
+                timeout=60,
+                check=True,
+            )
+        mimir_home = Path(env["MIMIR_HOME"])
+        assert not (mimir_home / "logs" / "hooks.log").exists(), (
+            mimir_home / "logs" / "hooks.log"
+        ).read_text()
+        spooled = "".join(p.read_text() for p in mimir_home.rglob("pending.jsonl"))
+        assert "make deploy" in spooled and "no rule to make target" in spooled
+        return
+    entries = mcp_entries(data)
+    assert entries, f"{block.id}: neither a hook mapping nor an MCP client entry: {data}"
+    for entry in entries:
+        assert entry["command"] == "mimir"
+        args = entry["args"]
+        assert isinstance(args, list)
+        check_command(["mimir", *map(str, args)], block.id)
+
+
+# --- every mimir command, run or not --------------------------------------------------------
+
+
+def parser_commands() -> dict[str, object]:
+    from mimir_integrations.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    return dict(sub.choices)  # type: ignore[attr-defined]
+
+
+COMMANDS = parser_commands()
+
+
+def check_command(words: list[str], where: str) -> None:
+    """``mimir SUB [choices|--flags...]`` names a real subcommand, its choices and its flags.
+
+    Usage notation is allowed: ``[...]``, ``a|b`` alternatives, ``…`` and upper-case placeholders.
+    """
+    assert words[0] in ("mimir", ".venv/bin/mimir"), words
+    rest = [w.strip("[]()\\,;") for w in words[1:]]
+    if not rest or rest[0].startswith("-"):
+        assert all(w in ("--help", "--version", "-h") for w in rest if w.startswith("-")), words
+        return
+    sub_name = rest[0]
+    assert sub_name in COMMANDS, f"{where}: `{' '.join(words)}`: no command {sub_name!r}"
+    sub = COMMANDS[sub_name]
+    options = set(sub._option_string_actions)  # type: ignore[attr-defined]
+    choices = {c for a in sub._actions for c in (a.choices or ())}  # type: ignore[attr-defined]
+    for word in rest[1:]:
+        for alt in word.split("|"):
+            alt = alt.split("=", 1)[0]
+            if re.fullmatch(r"--?[a-z][\w-]*", alt):
+                assert alt in options, f"{where}: `{' '.join(words)}`: {sub_name} has no {alt}"
+            elif choices and "|" in word and alt and not alt.startswith("-"):
+                assert alt in choices, f"{where}: `{' '.join(words)}`: {alt!r} is no choice"
+
+
+def inline_commands(path: Path) -> list[tuple[str, list[str]]]:
+    """(where, words) of every ``mimir …`` code span outside code blocks, and of every line of a
+    shell block that starts with ``mimir``."""
+    text = path.read_text(encoding="utf-8")
+    page = path.relative_to(ROOT).as_posix()
+    found: list[tuple[str, list[str]]] = []
+    prose = re.sub(r"^(`{3,}).*?^\1", "", text, flags=re.S | re.M)
+    for span in re.findall(r"`(mimir [^`]+)`", prose):
+        found.append((page, span.replace("\\|", "|").split()))
+    for block in fenced_blocks(path):
+        if block.lang in ("bash", "sh", "console"):
+            for line in block.code.splitlines():
+                line = line.split("  #", 1)[0].strip()
+                if line.startswith("mimir "):
+                    found.append((f"{block.id}", shlex.split(line.replace("les_…", "ID"))))
+    return found
+
+
+ALL_COMMANDS = [c for page in PAGES for c in inline_commands(page)]
+
+
+def test_every_mimir_command_in_the_docs_parses() -> None:
+    assert len(ALL_COMMANDS) >= 50, len(ALL_COMMANDS)  # the extractor finds them
+    for where, words in ALL_COMMANDS:
+        check_command(words, where)
+
+
+def test_the_command_check_catches_stale_flags() -> None:
+    with pytest.raises(AssertionError, match="no --nope"):
+        check_command(["mimir", "lessons", "--nope"], "x")
+    with pytest.raises(AssertionError, match="no command 'lesson'"):
+        check_command(["mimir", "lesson"], "x")
+    with pytest.raises(AssertionError, match="'vscode' is no choice"):
+        check_command(["mimir", "setup", "claude-code|vscode"], "x")
+    check_command(["mimir", "recall", "QUERY", "[-k", "5]", "[--scope", "P|*]"], "x")
