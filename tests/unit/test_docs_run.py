@@ -201,14 +201,54 @@ def sandbox_env(tmp: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+#: Runs a Python block statement by statement like a script, and saves the repr of each top-level
+#: expression's value by line (what a REPL would show), for :func:`expected_values`.
+DRIVER = """
+import ast, json, sys
+path, out = sys.argv[1], sys.argv[2]
+tree = ast.parse(open(path, encoding="utf-8").read(), path)
+ns, values = {"__name__": "__main__"}, {}
+for stmt in tree.body:
+    if isinstance(stmt, ast.Expr):
+        value = eval(compile(ast.Expression(stmt.value), path, "eval"), ns)
+        values[stmt.end_lineno] = repr(value)
+    else:
+        exec(compile(ast.Module([stmt], []), path, "exec"), ns)
+json.dump(values, open(out, "w"))
+"""
+
+
+def expected_values(code: str) -> list[tuple[int, str, str]]:
+    """(line, kind, pattern) the block says it shows: ``print(...)  # text`` prints the line
+    ``text``; an expression followed by a whole-line comment that reads like a value
+    (``# Recommendation(action=..., ...)``) has that repr, ``...`` standing for anything."""
+    lines = code.splitlines()
+    found = []
+    for n, line in enumerate(lines, 1):
+        printed = re.match(r"^print\(.*\)\s+#\s+(.+)$", line)
+        if printed:
+            found.append((n, "print", printed.group(1).strip()))
+        value = re.match(r"^#\s+([A-Z]\w*\(.*|[\[{'\"\d].*)$", line)
+        if value and n > 1 and lines[n - 2].strip() and not lines[n - 2].startswith("#"):
+            found.append((n - 1, "value", value.group(1).strip()))
+    return found
+
+
+def matches(pattern: str, text: str) -> bool:
+    """``text`` is ``pattern`` with each ``...`` standing for any text."""
+    parts = [re.escape(part) for part in pattern.split("...")]
+    return re.fullmatch(".*".join(parts), text, flags=re.S) is not None
+
+
 def run_block(block: Block, tmp: Path, demo: tuple[Path, str]) -> subprocess.CompletedProcess[str]:
     env = sandbox_env(
         tmp, DEMO_HOME=str(demo[0]), LESSON=demo[1], TEST_DATA=str(ROOT / "tests/data"), **block.env
     )
     if block.lang == "python":
         assert not block.setup, f"{block.id}: setup is for shell blocks"
+        (tmp / "block.py").write_text(block.code, encoding="utf-8")
         return subprocess.run(
-            [sys.executable, "-c", block.code],
+            [sys.executable, "-c", DRIVER, str(tmp / "block.py"), str(tmp / "values.json")],
             capture_output=True,
             text=True,
             env=env,
@@ -235,6 +275,31 @@ def test_the_block_runs(block: Block, tmp_path: Path, demo_home: tuple[Path, str
         f"{block.id} ({block.lang}) failed with {out.returncode}:\n{block.code}\n"
         f"stdout:\n{out.stdout[-2000:]}\nstderr:\n{out.stderr[-3000:]}"
     )
+    if block.lang != "python":
+        return
+    values = json.loads((tmp_path / "values.json").read_text())
+    printed = [line.strip() for line in out.stdout.splitlines()]
+    for line, kind, pattern in expected_values(block.code):
+        if kind == "print":
+            assert pattern in printed, (
+                f"{block.id}: line {line} should print {pattern!r}: {printed}"
+            )
+        else:
+            value = values.get(str(line), "<no expression on that line>")
+            assert matches(pattern, value), f"{block.id}: line {line} is {value}, not {pattern}"
+
+
+def test_expected_values_are_read_from_comments() -> None:
+    code = (
+        "x = 1\nprint(x)  # 1\nf(\n  2\n)\n# Rec(a='b', c=...)\n# a note\nprint(2)  # two words\n"
+    )
+    assert expected_values(code) == [
+        (2, "print", "1"),
+        (5, "value", "Rec(a='b', c=...)"),
+        (8, "print", "two words"),
+    ]
+    assert matches("Rec(a='b', c=...)", "Rec(a='b', c=0.3)")
+    assert not matches("Rec(a='b', c=...)", "Rec(a='x', c=0.3)")
 
 
 # --- configuration blocks --------------------------------------------------------------------
