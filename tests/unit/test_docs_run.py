@@ -432,6 +432,12 @@ def test_every_mimir_command_in_the_docs_parses() -> None:
         check_command(words, where)
 
 
+def test_every_command_is_in_the_cli_page() -> None:
+    page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    missing = sorted(name for name in COMMANDS if not re.search(rf"`mimir {name}\b", page))
+    assert not missing, f"docs/cli.md does not show: {missing}"
+
+
 def test_the_command_check_catches_stale_flags() -> None:
     with pytest.raises(AssertionError, match="no --nope"):
         check_command(["mimir", "lessons", "--nope"], "x")
