@@ -36,7 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest's own dependency
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -56,7 +60,7 @@ NOT_RUN = {
     ("docs/ui.md", "mimir demo"): "`mimir ui` serves until stopped, and --open starts a browser",
 }
 
-RUNNABLE = {"python", "bash", "sh", "console", "json", "toml"}
+RUNNABLE = {"python", "bash", "sh", "json", "toml"}
 MARKER = re.compile(r"<!--\s*(not-run|setup|env):\s*(.*?)\s*-->")
 
 
@@ -69,6 +73,7 @@ class Block:
     not_run: str | None = None
     setup: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    env_why: dict[str, str] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -100,7 +105,9 @@ def fenced_blocks(path: Path) -> list[Block]:
                 block.setup.insert(0, value)
             else:
                 name, _, rest = value.partition("=")
-                block.env[name] = rest.split(":", 1)[0].strip()
+                setting, _, why = rest.partition(":")
+                block.env[name] = setting.strip()
+                block.env_why[name] = why.strip()
             j -= 1
         blocks.append(block)
         i = end + 1
@@ -122,6 +129,12 @@ def test_every_block_says_what_it_is() -> None:
     unknown = [f"{b.id} ({b.lang})" for b in ALL_BLOCKS if b.lang not in RUNNABLE | {"text"}]
     assert not unknown, f"no runner for: {unknown}"
     assert len(TO_RUN) >= 8, [b.id for b in TO_RUN]  # the extractor finds the blocks
+    unexplained = [b.id for b in ALL_BLOCKS for why in b.env_why.values() if not why]
+    assert not unexplained, f"an env marker says why (NAME=value: reason): {unexplained}"
+    for b in TO_RUN:  # shown with -rP: each block's embedder, and why
+        if b.lang == "python" or b.setup:
+            why = b.env_why.get("MIMIR_EMBEDDER", "the default, the real model")
+            print(f"{b.id}: MIMIR_EMBEDDER={b.env.get('MIMIR_EMBEDDER', 'fastembed')}: {why}")
 
 
 def test_not_run_blocks_are_the_listed_ones_with_their_reasons() -> None:
@@ -148,6 +161,7 @@ def test_the_extractor_reads_markers(tmp_path: Path, monkeypatch: pytest.MonkeyP
         {"MIMIR_EMBEDDER": "hash"},
         None,
     )
+    assert b.env_why == {"MIMIR_EMBEDDER": "exact words"}
     assert (c.lang, c.code) == ("", "art\n")
 
 
