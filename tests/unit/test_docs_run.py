@@ -460,3 +460,44 @@ def test_the_command_check_catches_stale_flags() -> None:
     with pytest.raises(AssertionError, match="'vscode' is no choice"):
         check_command(["mimir", "setup", "claude-code|vscode"], "x")
     check_command(["mimir", "recall", "QUERY", "[-k", "5]", "[--scope", "P|*]"], "x")
+
+
+def python_m_commands() -> list[tuple[str, list[str]]]:
+    """(where, words) of every ``python -m …`` in the docs' prose and shell blocks."""
+    found: list[tuple[str, list[str]]] = []
+    for path in PAGES:
+        page = path.relative_to(ROOT).as_posix()
+        text = path.read_text(encoding="utf-8")
+        prose = re.sub(r"^(`{3,}).*?^\1", "", text, flags=re.S | re.M)
+        found += [(page, span.split()) for span in re.findall(r"`(python -m [^`]+)`", prose)]
+        for block in fenced_blocks(path):
+            if block.lang in ("bash", "sh"):
+                for line in block.code.splitlines():
+                    line = line.split("  #", 1)[0].strip()
+                    if line.startswith("python -m "):
+                        found.append((block.id, line.split()))
+    return found
+
+
+def check_python_m(words: list[str], where: str) -> None:
+    """The module exists in this tree and every ``--flag`` is one its source defines."""
+    module = words[2]
+    base = ROOT.joinpath(*module.split("."))
+    sources = [*base.rglob("*.py")] if base.is_dir() else [base.with_suffix(".py")]
+    assert sources and sources[0].exists(), f"{where}: `{' '.join(words)}`: no module {module}"
+    code = "".join(s.read_text(encoding="utf-8") for s in sources)
+    for word in words[3:]:
+        flag = word.strip("[]").split("=", 1)[0]
+        if re.fullmatch(r"--?[a-z][\w-]*", flag):
+            assert f'"{flag}"' in code, f"{where}: `{' '.join(words)}`: {module} has no {flag}"
+
+
+def test_every_python_m_command_names_a_module_and_its_flags() -> None:
+    commands = python_m_commands()
+    assert len(commands) >= 20, len(commands)  # the extractor finds them
+    for where, words in commands:
+        check_python_m(words, where)
+    with pytest.raises(AssertionError, match=r"no module bench\.nope"):
+        check_python_m(["python", "-m", "bench.nope"], "x")
+    with pytest.raises(AssertionError, match="has no --nope"):
+        check_python_m(["python", "-m", "bench.learning", "--nope"], "x")
