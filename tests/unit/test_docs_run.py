@@ -2,7 +2,8 @@
 
 Each fenced block is handled by its language:
 
-- ``python``: run in a fresh interpreter; ``bash``/``sh``/``console``: run by ``bash -e``. Both get
+- ``python``: run in a fresh interpreter; ``bash``/``sh``: run by ``bash -e`` (a ``pip install``
+  of this package is checked against pyproject.toml, not run: it needs the network). Both get
   a temporary ``HOME`` and ``MIMIR_HOME`` (never the real home), no ``ANTHROPIC_API_KEY``, the
   model offline (``HF_HUB_OFFLINE=1``), this venv's ``bin`` first on ``PATH``. They must exit 0.
 - ``json``/``toml``: configuration the docs tell users to write; each is used the way Mimir uses
@@ -254,6 +255,32 @@ def matches(pattern: str, text: str) -> bool:
     return re.fullmatch(".*".join(parts), text, flags=re.S) is not None
 
 
+def pip_install(line: str, where: str) -> bool:
+    """Whether ``line`` is ``pip install`` of this package (not run: it needs the network; its
+    name and extras are checked against pyproject.toml instead)."""
+    words = shlex.split(line.split("  #", 1)[0]) if line.strip() else []
+    if words[:2] != ["pip", "install"] and words[:4] != ["python", "-m", "pip", "install"]:
+        return False
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    for req in (w for w in words[words.index("install") + 1 :] if not w.startswith("-")):
+        name, _, extras = req.partition("[")
+        assert name == project["name"], f"{where}: `{line}`: the package is {project['name']}"
+        for extra in filter(None, extras.rstrip("]").split(",")):
+            assert extra.strip() in project["optional-dependencies"], (
+                f"{where}: `{line}`: no extra {extra!r}"
+            )
+    return True
+
+
+def test_pip_install_lines_are_checked() -> None:
+    assert pip_install("pip install 'mimir-lessons[mcp,ui]'  # the server", "x")
+    assert not pip_install("mimir demo", "x")
+    with pytest.raises(AssertionError, match="no extra 'nope'"):
+        pip_install("pip install 'mimir-lessons[nope]'", "x")
+    with pytest.raises(AssertionError, match="the package is mimir-lessons"):
+        pip_install("python -m pip install mimir", "x")
+
+
 def run_block(block: Block, tmp: Path, demo: tuple[Path, str]) -> subprocess.CompletedProcess[str]:
     env = sandbox_env(
         tmp, DEMO_HOME=str(demo[0]), LESSON=demo[1], TEST_DATA=str(ROOT / "tests/data"), **block.env
@@ -269,7 +296,11 @@ def run_block(block: Block, tmp: Path, demo: tuple[Path, str]) -> subprocess.Com
             cwd=tmp,
             timeout=300,
         )
-    script = "\n".join([*block.setup, block.code.replace("les_…", '"$LESSON"')])
+    code = "\n".join(
+        f": checked, not run: {line}" if pip_install(line, block.id) else line
+        for line in block.code.replace("les_…", '"$LESSON"').splitlines()
+    )
+    script = "\n".join([*block.setup, code])
     return subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", script],
         capture_output=True,
@@ -501,3 +532,14 @@ def test_every_python_m_command_names_a_module_and_its_flags() -> None:
         check_python_m(["python", "-m", "bench.nope"], "x")
     with pytest.raises(AssertionError, match="has no --nope"):
         check_python_m(["python", "-m", "bench.learning", "--nope"], "x")
+
+
+def test_every_pip_install_in_the_prose_names_this_package_and_its_extras() -> None:
+    spans = [
+        (path.name, span)
+        for path in PAGES
+        for span in re.findall(r"`((?:python -m )?pip install [^`]+)`", path.read_text("utf-8"))
+    ]
+    assert len(spans) >= 2, spans  # the extractor finds them
+    for where, span in spans:
+        assert pip_install(span, where)
