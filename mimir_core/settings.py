@@ -33,42 +33,71 @@ def default_home() -> Path:
 
 
 class MimirSettings(BaseSettings):
-    """Settings with the ``MIMIR_`` prefix (e.g. ``MIMIR_HOME``, ``MIMIR_STORE_URI``)."""
+    """Settings with the ``MIMIR_`` prefix (e.g. ``MIMIR_HOME``, ``MIMIR_STORE_URI``).
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+    Each field's docstring is its description (``use_attribute_docstrings``): it is what
+    ``docs/configuration.md`` shows (``python -m mimir_core.settings_doc --write``), so say
+    there what the setting is for and why one would change it.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", use_attribute_docstrings=True
+    )
 
     home: Path = Field(default_factory=default_home)
-    """Local directory for the store (by default), locks, logs, the spool and the signing key."""
+    """Mimir's home: the store (unless ``MIMIR_STORE_URI`` moves it), locks, logs, the hooks'
+    spool, the model cache and the signing key. One home is one memory; point several hosts at
+    the same home to share it."""
     store_uri: str | None = None
-    """Where the LanceDB store lives, if not ``<home>/store`` (e.g. ``s3://bucket/mimir``)."""
+    """Where the LanceDB store lives when not in ``<home>/store``: any LanceDB URI, e.g.
+    ``s3://bucket/mimir`` to share one memory between machines (see Object storage below)."""
     storage_options: dict[str, str] = Field(default_factory=dict)
-    """Object-store options as JSON (endpoint, keys, region...), passed to LanceDB."""
+    """Object-store options as a JSON object (endpoint, keys, region...), passed to LanceDB as
+    they are; only needed with an object-store ``MIMIR_STORE_URI``."""
     embedder: Literal["fastembed", "hash"] = "fastembed"
-    """``fastembed`` (the real offline MiniLM model) or ``hash`` (tests and tiny installs)."""
+    """``fastembed``: the real sentence model (all-MiniLM-L6-v2, int8), shipped in the package
+    and run offline. ``hash``: keyword hashing with no model, for tests and tiny installs (it
+    does not understand paraphrases). A store remembers its embedder; ``mimir reindex`` after a
+    change."""
     scope: str | None = None
-    """Default project scope; adapters derive it from the working directory when unset."""
+    """The project key written with each record; recall and recommend prefer it, ``*`` looks
+    across projects. Unset, hooks, the CLI, the MCP server and Hermes use the repo root of the
+    working directory; ``Mimir()`` in your own code reads no working directory and uses ``""``
+    (pass ``scope=``)."""
     auto_consolidate: bool = True
-    """Consolidate lessons in the background after enough new failures and time (``0``: off)."""
+    """Consolidate lessons in the background when due (see the next two settings), so lessons
+    stay current without anyone running ``mimir consolidate``; ``0`` turns it off."""
     auto_consolidate_failures: int = Field(default=5, ge=1)
-    """New failures since the last consolidation that start an automatic one."""
+    """New failures since the last consolidation that make an automatic one due (with
+    ``MIMIR_AUTO_CONSOLIDATE_HOURS``): lessons come from failures, so fewer is wasted work."""
     auto_consolidate_hours: float = Field(default=4.0, ge=0.0)
-    """Hours since the last consolidation (or the store's creation) before an automatic one."""
+    """Hours since the last consolidation (or the store's creation) before an automatic one is
+    due, so a burst of failures does not start a run every few minutes."""
     signing_key: SecretStr | None = None
-    """HMAC key for lessons (default: a random per-install key in ``<home>/keys/signing.key``)."""
+    """HMAC key (at least 16 bytes) that signs lessons, so a tampered lesson is never served.
+    Unset: a random per-install key in ``<home>/keys/signing.key``. Machines sharing a store
+    must share the key."""
     llm_model: str = "claude-haiku-4-5"
-    """Model of the LLM judge (``mimir consolidate --llm``)."""
+    """Model of the LLM judge that words the rules in ``mimir consolidate --llm`` (the key is
+    ``ANTHROPIC_API_KEY``)."""
     llm_max_calls: int = Field(default=20, ge=1)
-    """At most this many LLM calls per consolidation run."""
+    """At most this many LLM calls per consolidation run: a cost cap that stops a run early."""
     llm_max_tokens: int = Field(default=60_000, ge=1)
-    """At most this many LLM tokens (input + output) per consolidation run."""
+    """At most this many LLM tokens (input + output) per consolidation run: a cost cap."""
     half_life_days: float | None = None
-    """Optional recency decay of recall and recommend evidence."""
+    """Optional recency decay (days, > 0): evidence this old counts half in recall and
+    recommend, for projects where what worked a year ago may no longer work. Unset: no
+    decay."""
     redact_patterns: list[str] = Field(default_factory=list)
-    """Extra secret patterns (regexes, as a JSON list) redacted like the built-in ones."""
+    """Your own secret patterns (regexes, as a JSON list), redacted like the built-in kinds
+    before anything is stored or embedded; the hooks apply them too."""
     guard_ask_after: int = Field(default=0, ge=0)
     """Claude Code's repeat guard asks the user before a command that failed this many times
     in this project and never worked there (``0``: never ask, only tell the agent). Hook
     processes read ``MIMIR_GUARD_ASK_AFTER`` themselves (they stay stdlib-only)."""
+    log_level: str = "WARNING"
+    """Level of the MCP server's log (stderr and ``<home>/logs/mcp.log``), e.g. ``INFO`` or
+    ``DEBUG`` to see what it does; an unknown name means ``WARNING``."""
 
     @field_validator("home", mode="before")
     @classmethod
@@ -95,8 +124,6 @@ class MimirSettings(BaseSettings):
                     f"redact_patterns: {pattern!r} is not a valid regex: {exc}"
                 ) from exc
         return value
-
-    log_level: str = "WARNING"
 
 
 def load_settings(**values: Any) -> MimirSettings:
