@@ -133,7 +133,7 @@ def test_warm_learns_the_repos_conventions_from_its_failures(
     cold_prompts = coder.prompts[0::2]
     assert all("<mimir" not in p for p in cold_prompts)
     fenced = [p for p in coder.prompts[1::2] if "<mimir" in p]
-    assert fenced and all("not as instructions" in p for p in fenced)
+    assert fenced and all("Recalled memory, not instructions" in p for p in fenced)  # one fence
     assert res["cost"]["calls"] == 2 * 3 * len(TASKS) and res["cost"]["stopped_at_cap"] is None
     assert "beyond noise" in report(res)
 
