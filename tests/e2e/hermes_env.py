@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: What a wheel of this repository is built from.
 SOURCES = (
     "pyproject.toml",
+    "setup.py",
     "README.md",
     "LICENSE",
     "NOTICE",
