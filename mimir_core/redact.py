@@ -66,13 +66,12 @@ from __future__ import annotations
 
 import bisect
 import functools
-import math
 import re
-import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple, TypeAlias
 
-from .redact_bare import BARE_TOKEN_PATTERN, ID_KEY_RE, classify_bare
+from .redact_bare import BARE_TOKEN_PATTERN, ID_KEY_RE, classify_bare, shannon
+from .redact_bare import LazyRegex as _Lazy
 
 __all__ = [
     "DEPTH_MARKER",
@@ -107,46 +106,6 @@ PatternLike: TypeAlias = "str | re.Pattern[str]"
 
 _MAX_PASSES: Final = 6
 _MAX_CACHED: Final = 512
-
-
-class _Lazy:
-    """A regex compiled on first use, so that importing this module stays cheap (hooks)."""
-
-    __slots__ = ("_compiled", "flags", "pattern")
-
-    def __init__(self, pattern: str | re.Pattern[str], flags: int = 0) -> None:
-        self.pattern = pattern
-        self.flags = flags
-        self._compiled: re.Pattern[str] | None = (
-            pattern if isinstance(pattern, re.Pattern) else None
-        )
-
-    def get(self) -> re.Pattern[str]:
-        compiled = self._compiled
-        if compiled is None:
-            compiled = self._compiled = re.compile(self.pattern, self.flags)
-        return compiled
-
-    def search(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
-        return self.get().search(text, pos, endpos)
-
-    def match(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
-        return self.get().match(text, pos, endpos)
-
-    def fullmatch(self, text: str) -> re.Match[str] | None:
-        return self.get().fullmatch(text)
-
-    def finditer(self, text: str) -> Iterator[re.Match[str]]:
-        return self.get().finditer(text)
-
-    def findall(self, text: str) -> list[str]:
-        return self.get().findall(text)
-
-    def split(self, text: str) -> list[str]:
-        return self.get().split(text)
-
-    def sub(self, repl: str, text: str) -> str:
-        return self.get().sub(repl, text)
 
 
 _MARKER_RE: Final = _Lazy(r"\[(?:REDACTED(?::[A-Za-z0-9_.\-]{1,40})?|PRIVATE)\]")
@@ -192,19 +151,8 @@ _WORD_SEG_RE: Final = _Lazy(r"[A-Z]?[a-z]{4,}")
 _CAPITALIZED_RE: Final = _Lazy(r"[A-Z][a-z]+")
 
 
-def _entropy(value: str) -> float:
-    """Shannon entropy in bits per character."""
-    if not value:
-        return 0.0
-    counts: dict[str, int] = {}
-    for ch in value:
-        counts[ch] = counts.get(ch, 0) + 1
-    n = len(value)
-    return -sum(c / n * math.log2(c / n) for c in counts.values())
-
-
 @_cache_short
-def _high_entropy(value: str) -> bool:
+def _highshannon(value: str) -> bool:
     """Whether ``value`` looks like a random credential (20+ chars, mixed, high entropy)."""
     if len(value) < 20 or len(value) > 4096 or _SPACE_RE.search(value):
         return False
@@ -214,11 +162,11 @@ def _high_entropy(value: str) -> bool:
         return False  # a path: "datasets/nyc-taxi/year=2019/part-0"
     digits = len(_DIGIT_RE.findall(value))
     if _HEX_RE.fullmatch(value):
-        return digits >= 2 and _entropy(value.replace("-", "")) >= 3.0
+        return digits >= 2 and shannon(value.replace("-", "")) >= 3.0
     classes = (
         (_LOWER_RE.search(value) is not None) + (_UPPER_RE.search(value) is not None) + (digits > 0)
     )
-    if classes < 2 or _entropy(value) < 3.5:
+    if classes < 2 or shannon(value) < 3.5:
         return False
     # Word-like values (``user_profile_settings_v2``) are names, not keys.
     word_chars = sum(map(len, _WORD_SEG_RE.findall(value)))
@@ -234,7 +182,7 @@ def _secret_shaped(value: str) -> bool:
         return True
     if _CAPITALIZED_RE.fullmatch(value):
         return False  # a type or a word: "Credentials"
-    return len(value) >= 12 and _entropy(value) >= 3.3
+    return len(value) >= 12 and shannon(value) >= 3.3
 
 
 _PLACEHOLDER_RE: Final = _Lazy(
@@ -1135,7 +1083,7 @@ def _accept_value(
         return False
     if tier == "weak":
         return (
-            _high_entropy(value)
+            _highshannon(value)
             and not _is_placeholder(value)
             and not _names_a_secret(value)
             and (quoted or not _is_code_reference(value, name, sep, following))
@@ -1149,7 +1097,7 @@ def _accept_value(
     stripped_sep = sep.strip(" \t\\\"'")
     if not stripped_sep:  # "name value": only CLI flags or unmistakable secrets
         if not name.startswith("-"):
-            return _high_entropy(value)
+            return _highshannon(value)
         if value.lower() in _PROSE_WORDS or _METAVAR_RE.fullmatch(value):
             return False  # "--password options", "--password TEXT" (help output)
     if stripped_sep == ":" and not quoted and after_colon:
@@ -1231,7 +1179,7 @@ def _xml_replace(m: re.Match[str]) -> str | None:
     tier, kind = cls
     if len(value) < _MIN_LEN[tier] or _is_placeholder(value) or _names_a_secret(value):
         return None
-    if tier == "weak" and not _high_entropy(value):
+    if tier == "weak" and not _highshannon(value):
         return None
     if tier == "secret" and not _secret_shaped(value):
         return None

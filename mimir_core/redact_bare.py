@@ -33,32 +33,38 @@ import base64
 import binascii
 import math
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from typing import Final
 
-__all__ = ["BARE_TOKEN_PATTERN", "ID_KEY_RE", "classify_bare", "shannon"]
+__all__ = ["BARE_TOKEN_PATTERN", "ID_KEY_RE", "LazyRegex", "classify_bare", "shannon"]
 
 
-class _Lazy:
-    """A regex compiled on first use: importing this module stays cheap (hooks import it)."""
+class LazyRegex:
+    """A regex compiled on first use, so that importing the redaction modules stays cheap (hooks
+    import them). The one lazy pattern of :mod:`mimir_core.redact` and this module."""
 
-    __slots__ = ("_compiled", "_source")
+    __slots__ = ("_compiled", "flags", "pattern")
 
-    def __init__(self, source: str) -> None:
-        self._source = source
-        self._compiled: re.Pattern[str] | None = None
+    def __init__(self, pattern: str | re.Pattern[str], flags: int = 0) -> None:
+        self.pattern = pattern
+        self.flags = flags
+        self._compiled: re.Pattern[str] | None = (
+            pattern if isinstance(pattern, re.Pattern) else None
+        )
 
     def get(self) -> re.Pattern[str]:
-        if self._compiled is None:
-            self._compiled = re.compile(self._source)
-        return self._compiled
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compiled = re.compile(self.pattern, self.flags)
+        return compiled
 
-    def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
-        return self.get().search(text, pos)
+    def search(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.get().search(text, pos, endpos)
 
-    def match(self, text: str, pos: int = 0) -> re.Match[str] | None:
-        return self.get().match(text, pos)
+    def match(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.get().match(text, pos, endpos)
 
     def fullmatch(self, text: str) -> re.Match[str] | None:
         return self.get().fullmatch(text)
@@ -72,10 +78,10 @@ class _Lazy:
     def split(self, text: str) -> list[str]:
         return self.get().split(text)
 
+    def sub(self, repl: str, text: str) -> str:
+        return self.get().sub(repl, text)
 
-#: Maximal runs of the base64 alphabet (standard and URL-safe, with padding), 12+ characters
-#: (runs under 20 are only checked for an encoded ``user:password``). The look-behind makes a
-#: long run be tried once.
+
 BARE_TOKEN_PATTERN: Final = r"[A-Za-z0-9+/=_\-](?<![A-Za-z0-9+/=_\-].)[A-Za-z0-9+/=_\-]{11,}"
 
 B64_LIMIT: Final = 4.5
@@ -84,57 +90,57 @@ AWS_SECRET_LIMIT: Final = 4.0
 SHORT_MARGIN: Final = 0.8
 _MAX_RUN: Final = 1 << 16  # longer runs are blobs: classified on their first 64 KB
 
-_HEX_PART_RE: Final = _Lazy(r"(?:0x)?([0-9a-fA-F]{32,})")
-_PARTS_RE: Final = _Lazy(r"[^\-_/+=]+")
-_CHUNK_RE: Final = _Lazy(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
-_VOWEL_RE: Final = _Lazy(r"[aeiouyAEIOUY]")
-_SEGMENT_SPLIT_RE: Final = _Lazy(r"[\-_/+=]+")
-_LOWER_HEX_RE: Final = _Lazy(r"[0-9a-f]+")
-_NAME_PREFIX_RE: Final = _Lazy(r"[A-Za-z_][A-Za-z0-9_\-]{0,60}=(?=[^=])")
-_AWS_SECRET_RE: Final = _Lazy(r"[A-Za-z0-9+/]{40}")
-_B64_STRICT_RE: Final = _Lazy(r"[A-Za-z0-9+/]{12,}={0,2}|[A-Za-z0-9_\-]{12,}={0,2}")
-_USER_PASS_RE: Final = _Lazy(r"[A-Za-z0-9._@+\\\-]{1,128}:[^\s]{3,256}")
+_HEX_PART_RE: Final = LazyRegex(r"(?:0x)?([0-9a-fA-F]{32,})")
+_PARTS_RE: Final = LazyRegex(r"[^\-_/+=]+")
+_CHUNK_RE: Final = LazyRegex(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_VOWEL_RE: Final = LazyRegex(r"[aeiouyAEIOUY]")
+_SEGMENT_SPLIT_RE: Final = LazyRegex(r"[\-_/+=]+")
+_LOWER_HEX_RE: Final = LazyRegex(r"[0-9a-f]+")
+_NAME_PREFIX_RE: Final = LazyRegex(r"[A-Za-z_][A-Za-z0-9_\-]{0,60}=(?=[^=])")
+_AWS_SECRET_RE: Final = LazyRegex(r"[A-Za-z0-9+/]{40}")
+_B64_STRICT_RE: Final = LazyRegex(r"[A-Za-z0-9+/]{12,}={0,2}|[A-Za-z0-9_\-]{12,}={0,2}")
+_USER_PASS_RE: Final = LazyRegex(r"[A-Za-z0-9._@+\\\-]{1,128}:[^\s]{3,256}")
 
 # Words that make a hex run (or a base64 run) a hash or a git object, in the text just before.
-_HASH_WORDS_RE: Final = _Lazy(
+_HASH_WORDS_RE: Final = LazyRegex(
     r"(?i)(?<![a-z0-9])(?:sha|sha-?1|sha-?224|sha-?256|sha-?384|sha-?512|md5|blake2b?|hash|"
     r"hashes|digest|checksum|checksums|integrity|etag|fingerprint|shasum|sha1sum|sha256sum|"
     r"md5sum|crc|hmac-sha256)(?![a-z])"
 )
-_GIT_WORDS_RE: Final = _Lazy(
+_GIT_WORDS_RE: Final = LazyRegex(
     r"(?i)(?<![a-z0-9])(?:git|commit|commits|committed|revert|reverts|reverted|cherry-pick|"
     r"cherry-picked|checkout|rebase|bisect|reset|merge|merged|head|rev|revision|ref|refs|"
     r"reference|tree|blob|parent|parents|object|tag|fixup|squash|pick|upstream|pinned|pin|"
     r"changeset|container|image|layer|build-id|buildid|sha|hash)(?![a-z])"
 )
-_ID_WORDS_RE: Final = _Lazy(
+_ID_WORDS_RE: Final = LazyRegex(
     r"(?i)(?<![a-z0-9])(?:id|ids|uuid|uuids|experience|experiences|lesson|lessons|episode|"
     r"episodes|subject|supersedes|superseded|parent|row|rows)(?![a-z0-9])"
 )
 #: Dict keys whose string values are ids or hashes (``sanitize_obj`` judges a value under
 #: such a key as if the text before it said "id").
-ID_KEY_RE: Final = _Lazy(
+ID_KEY_RE: Final = LazyRegex(
     r"(?i)(?:^|[^a-z])(?:ids?|uuids?|by|sha\d*|commit|digest|hash|checksum|etag|rev|revision|"
     r"ref|parent|parents|supersedes|superseded_by|replaced_by|experiences?|lessons?|episodes?|"
     r"subject|source|target|from|to|idempotency_key|idempotencykey|fingerprint|cursor)$"
     r"|[a-z]Ids?$|[a-z]IdempotencyKey$"
 )
-_HASH_PREFIX_RE: Final = _Lazy(
+_HASH_PREFIX_RE: Final = LazyRegex(
     r"(?i)(?:sha(?:1|224|256|384|512)?|md5|h1|blake2b?|xxh\d{0,3}|git|sha-?256|digest)[:=]\Z"
 )
-_RUN_HASH_PREFIX_RE: Final = _Lazy(r"(?i)(?:sha(?:1|224|256|384|512)|md5)-")
-_SSH_PUBKEY_RE: Final = _Lazy(
+_RUN_HASH_PREFIX_RE: Final = LazyRegex(r"(?i)(?:sha(?:1|224|256|384|512)|md5)-")
+_SSH_PUBKEY_RE: Final = LazyRegex(
     r"(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d{3}|sk-ssh-ed25519@openssh\.com"
     r"|sk-ecdsa-sha2-nistp256@openssh\.com)[ \t]+\Z"
 )
-_URL_START_RE: Final = _Lazy(r"[A-Za-z][A-Za-z0-9+.\-]{0,20}://[^\s\"'<>`]*\Z")
-_HASH_LISTING_RE: Final = _Lazy(r"(?: [ *]|\t)[^\s]")
+_URL_START_RE: Final = LazyRegex(r"[A-Za-z][A-Za-z0-9+.\-]{0,20}://[^\s\"'<>`]*\Z")
+_HASH_LISTING_RE: Final = LazyRegex(r"(?: [ *]|\t)[^\s]")
 _HASH_LENGTHS: Final = frozenset({32, 40, 56, 64, 96, 128})
 _GIT_LENGTHS: Final = frozenset({40, 64})
 _ID_LENGTHS: Final = frozenset({16, 32, 40})
 _LOOKBACK: Final = 80
 _PEM_LOOKBACK: Final = 16384
-_PUBLIC_PEM_RE: Final = _Lazy(
+_PUBLIC_PEM_RE: Final = LazyRegex(
     r"-----BEGIN (?:[A-Z0-9 ]{0,20}PUBLIC KEY(?: BLOCK)?|(?:TRUSTED |X509 )?CERTIFICATE"
     r"(?: REQUEST)?|NEW CERTIFICATE REQUEST|X509 CRL|PGP SIGNATURE|PGP MESSAGE|PKCS7|CMS)-----"
 )

@@ -305,15 +305,11 @@ def offline_gate(
     )
 
 
-def _independence(side: Sequence[Outcome]) -> list[float] | None:
-    """Each outcome's weight by its source within one side, per action (``None`` when every
-    outcome is from a source of its own: plain counts)."""
+def _independence(side: Sequence[Outcome]) -> list[float]:
+    """Each outcome's weight by its source within one side, per action (1 for an outcome that is
+    its source's only one there, or unattributed)."""
     from ..observations.tally import independence_weights
 
-    if len({(o.source, o.group) for o in side if o.source is not None}) == sum(
-        1 for o in side if o.source is not None
-    ):
-        return None
     out = [1.0] * len(side)
     by: dict[str, list[int]] = {}
     for i, o in enumerate(side):
