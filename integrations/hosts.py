@@ -68,6 +68,22 @@ HOSTS: tuple[Host, ...] = (
         extra="mcp",
     ),
     Host(
+        "codex",
+        module="mimir_integrations.codex",
+        setup="mimir_integrations.codex",
+        hook=True,
+        events=(
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PostToolUse",
+            "Stop",
+            "SessionEnd",
+            "PreCompact",
+        ),
+        extra="mcp",
+    ),
+    Host(
         "hermes",
         module="mimir_integrations.hermes",
         setup="mimir_integrations.hermes_setup",

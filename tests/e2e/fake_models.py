@@ -1,4 +1,5 @@
-"""Small fake model servers on 127.0.0.1 for host end-to-end tests (Anthropic and OpenAI APIs).
+"""Small fake model servers on 127.0.0.1 for host end-to-end tests (Anthropic, OpenAI chat
+completions and Responses, Gemini ``generateContent``).
 
 Both follow one script language in the last user message that contains it:
 ``CALL:toolA,toolB ARGS={json}`` calls the tools one per round trip (when the host offers
@@ -108,6 +109,22 @@ def decide_openai(body: dict[str, Any]) -> dict[str, Any]:
     return {"text": "FINAL: tool said " + _text(done[-1].get("content"))[:200]}
 
 
+def responses_as_chat(body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses request as chat completions ``messages`` and ``tools``, so one script
+    language drives both: input messages keep their role and text, ``function_call_output``
+    items become ``tool`` messages."""
+    msgs: list[dict[str, Any]] = []
+    for item in body.get("input") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call_output":
+            msgs.append({"role": "tool", "content": _text(item.get("output"))})
+        elif item.get("type", "message") == "message":
+            msgs.append({"role": item.get("role"), "content": _text(item.get("content"))})
+    tools = [{"function": {"name": t.get("name")}} for t in body.get("tools") or []]
+    return {"messages": msgs, "tools": tools}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -153,9 +170,52 @@ class _Handler(BaseHTTPRequestHandler):
             if not path.endswith("/v1/messages"):
                 return self._json({})
             return self._anthropic(body)
+        if self.server.kind == "responses":
+            if not path.endswith("/responses"):
+                return self._json({"error": "not found"}, 404)
+            return self._responses(body)
         if not path.endswith("/chat/completions"):
             return self._json({"error": "not found"}, 404)
         return self._openai(body)
+
+    def _responses(self, body: dict[str, Any]) -> None:
+        """The OpenAI Responses API, streamed (what Codex CLI speaks): one output item."""
+        chat = responses_as_chat(body)
+        script = self.server.script
+        d = decide_script(chat, script) if script else decide_openai(chat)
+        rid = "resp_" + uuid.uuid4().hex[:12]
+        if "tool" in d:
+            item: dict[str, Any] = {
+                "type": "function_call",
+                "id": "fc_" + uuid.uuid4().hex[:8],
+                "call_id": "call_" + uuid.uuid4().hex[:8],
+                "name": d["tool"],
+                "arguments": json.dumps(d["args"]),
+                "status": "completed",
+            }
+        else:
+            text = {"type": "output_text", "text": d["text"], "annotations": []}
+            item = {
+                "type": "message",
+                "id": "msg_" + uuid.uuid4().hex[:8],
+                "role": "assistant",
+                "status": "completed",
+                "content": [text],
+            }
+        usage = {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 15,
+        }
+        events: list[dict[str, Any]] = [
+            {"type": "response.created", "response": {"id": rid}},
+            {"type": "response.output_item.added", "output_index": 0, "item": item},
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+            {"type": "response.completed", "response": {"id": rid, "usage": usage}},
+        ]
+        self._sse([(e["type"], e) for e in events])
 
     def _anthropic(self, body: dict[str, Any]) -> None:
         script = self.server.script
@@ -314,7 +374,8 @@ class _Server(ThreadingHTTPServer):
 
 @contextmanager
 def fake_model_server(kind: str) -> Iterator[_Server]:
-    """A fake ``anthropic`` (Messages) or ``openai`` (chat completions) server, in a thread."""
+    """A fake ``anthropic`` (Messages), ``openai`` (chat completions) or ``responses``
+    (OpenAI Responses) server, in a thread."""
     server = _Server(kind)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

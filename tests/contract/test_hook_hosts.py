@@ -1,0 +1,150 @@
+"""The hook hosts' contract, replayed with each host's real payloads (``tests/data/<host>-<version>
+-hooks.json``, recorded from the pinned CLI): the same round trip for every host, through the
+real ``mimir hook <host>`` process.
+
+For each host: a session whose shell call fails is captured as a failure with the host's own
+failure signal; in the next session the repeated command draws the repeat guard, in the host's
+context field, before it runs; once it failed twice, the next session's prompt carries it; a
+payload Mimir cannot read is answered with nothing and exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from mimir_core import spool
+
+BIN = Path(sys.executable).parent
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+class HostCase(NamedTuple):
+    name: str
+    data: str
+    #: The payloads of one session (the recorded ones, pointed at ``project`` and ``tmp``).
+    session: Callable[[dict[str, Any], Path, Path, str], list[dict[str, Any]]]
+    #: The injected text of a hook's answer ("" when none).
+    context: Callable[[dict[str, Any]], str]
+    prompt_event: str
+    pretool_event: str
+
+
+def _codex_session(
+    data: dict[str, Any], project: Path, tmp: Path, session_id: str
+) -> list[dict[str, Any]]:
+    transcript = tmp / f"rollout-{session_id}.jsonl"
+    transcript.write_text(json.dumps(data["transcript_item_completed"]) + "\n")
+    out = []
+    for p in data["payloads"]:
+        p = dict(p, cwd=str(project), session_id=session_id)
+        if "transcript_path" in p:
+            p["transcript_path"] = str(transcript)
+        out.append(p)
+    return out
+
+
+def _hook_specific(answer: dict[str, Any]) -> str:
+    return str((answer.get("hookSpecificOutput") or {}).get("additionalContext") or "")
+
+
+CASES = [
+    HostCase(
+        "codex",
+        "codex-0.171.0-hooks.json",
+        _codex_session,
+        _hook_specific,
+        "UserPromptSubmit",
+        "PreToolUse",
+    ),
+]
+
+
+def hook(home: Path, host: str, payload: Any) -> dict[str, Any]:
+    out = subprocess.run(
+        [str(BIN / "mimir"), "hook", host],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "MIMIR_HOME": str(home), "MIMIR_AUTO_CONSOLIDATE": "0"},
+    )
+    assert out.returncode == 0 and out.stderr == b"", out.stderr
+    return json.loads(out.stdout) if out.stdout.strip() else {}
+
+
+def pending(home: Path) -> list[dict[str, Any]]:
+    path = spool.spool_dir(home) / spool.PENDING
+    return spool.records(path.read_bytes().splitlines()) if path.exists() else []
+
+
+def load(case: HostCase) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((DATA / case.data).read_text())
+    assert data["host"] == case.name and data["version"]
+    return data
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_failure_is_captured_and_shown_from_the_first_repeat(
+    case: HostCase, tmp_path: Path
+) -> None:
+    data = load(case)
+    home, project = tmp_path / "mimir", tmp_path / "billing"
+    (project / ".git").mkdir(parents=True)
+    first = {}
+    for p in case.session(data, project, tmp_path, "session-one"):
+        first[p["hook_event_name"]] = hook(home, case.name, p)
+    assert not any(case.context(a) for a in first.values())  # nothing was tried before
+    [failure] = [r for r in pending(home) if r["outcome"] == "failure"]
+    assert failure["source"] == case.name and failure["scope"] == str(project.resolve())
+    failed_action = failure["action"]
+    assert failed_action and failure["reason"]
+
+    second = {}
+    for p in case.session(data, project, tmp_path, "session-two"):
+        second[p["hook_event_name"]] = hook(home, case.name, p)
+    # One failure and nothing that worked: the prompt says nothing yet, the repeat is guarded.
+    assert not case.context(second[case.prompt_event])
+    guard = case.context(second[case.pretool_event])
+    assert f"failed here before on this task: `{failed_action}`" in guard, second
+    # Failed twice: from now on the prompt itself carries it, before any tool runs.
+    third = [p for p in case.session(data, project, tmp_path, "session-3")]
+    answers = {p["hook_event_name"]: hook(home, case.name, p) for p in third[:2]}
+    shown = case.context(answers[case.prompt_event])
+    assert "<mimir-memory>" in shown and f"failed here: `{failed_action}` — 2 of 2" in shown
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_an_unreadable_payload_is_answered_with_nothing(case: HostCase, tmp_path: Path) -> None:
+    out = subprocess.run(
+        [str(BIN / "mimir"), "hook", case.name],
+        input=b"{not json",
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "MIMIR_HOME": str(tmp_path)},
+    )
+    assert (out.returncode, out.stdout, out.stderr) == (0, b"", b"")
+    assert "hook " + case.name in (tmp_path / "logs" / "hooks.log").read_text()
+
+
+def test_codex_reads_the_exit_code_from_the_transcript(tmp_path: Path) -> None:
+    """A Codex shell call's ``tool_response`` is its output alone: without the transcript's
+    record of the call the same payload reads as a success, with it as exit code 2."""
+    from mimir_integrations.codex.payload import from_codex
+
+    data = load(CASES[0])
+    [post] = [p for p in _codex_session(data, tmp_path, tmp_path, "s") if p.get("tool_response")]
+    ev = from_codex(post)
+    assert (ev.ok, ev.tool, ev.tool_input) == (False, "Bash", {"command": "ls /nonexistent_xyz"})
+    assert ev.error.startswith("Exit code 2\nls: cannot access")
+    assert from_codex(dict(post, transcript_path=str(tmp_path / "missing.jsonl"))).ok
+    ok_item = json.loads(json.dumps(data["transcript_item_completed"]))
+    ok_item["payload"]["item"].update(exit_code=0, status="completed")
+    Path(post["transcript_path"]).write_text(json.dumps(ok_item) + "\n")
+    assert from_codex(post).ok
