@@ -84,6 +84,21 @@ HOSTS: tuple[Host, ...] = (
         extra="mcp",
     ),
     Host(
+        "gemini",
+        module="mimir_integrations.gemini",
+        setup="mimir_integrations.gemini",
+        hook=True,
+        events=(
+            "SessionStart",
+            "BeforeAgent",
+            "BeforeTool",
+            "AfterTool",
+            "AfterAgent",
+            "SessionEnd",
+        ),
+        extra="mcp",
+    ),
+    Host(
         "hermes",
         module="mimir_integrations.hermes",
         setup="mimir_integrations.hermes_setup",

@@ -34,7 +34,9 @@ class HostCase(NamedTuple):
     #: The injected text of a hook's answer ("" when none).
     context: Callable[[dict[str, Any]], str]
     prompt_event: str
-    pretool_event: str
+    #: Where the repeat guard speaks: before the tool runs, or (a host that reads no context
+    #: before a tool) with the repeated command's failure.
+    guard_event: str
 
 
 def _codex_session(
@@ -51,6 +53,12 @@ def _codex_session(
     return out
 
 
+def _gemini_session(
+    data: dict[str, Any], project: Path, tmp: Path, session_id: str
+) -> list[dict[str, Any]]:
+    return [dict(p, cwd=str(project), session_id=session_id) for p in data["payloads"]]
+
+
 def _hook_specific(answer: dict[str, Any]) -> str:
     return str((answer.get("hookSpecificOutput") or {}).get("additionalContext") or "")
 
@@ -63,6 +71,14 @@ CASES = [
         _hook_specific,
         "UserPromptSubmit",
         "PreToolUse",
+    ),
+    HostCase(
+        "gemini",
+        "gemini-0.61.0-hooks.json",
+        _gemini_session,
+        _hook_specific,
+        "BeforeAgent",
+        "AfterTool",
     ),
 ]
 
@@ -111,11 +127,12 @@ def test_a_failure_is_captured_and_shown_from_the_first_repeat(
         second[p["hook_event_name"]] = hook(home, case.name, p)
     # One failure and nothing that worked: the prompt says nothing yet, the repeat is guarded.
     assert not case.context(second[case.prompt_event])
-    guard = case.context(second[case.pretool_event])
-    assert f"failed here before on this task: `{failed_action}`" in guard, second
+    guard = case.context(second[case.guard_event])
+    assert "failed here before on this task" in guard and f"`{failed_action}`" in guard, second
     # Failed twice: from now on the prompt itself carries it, before any tool runs.
-    third = [p for p in case.session(data, project, tmp_path, "session-3")]
-    answers = {p["hook_event_name"]: hook(home, case.name, p) for p in third[:2]}
+    third = case.session(data, project, tmp_path, "session-3")
+    upto = next(i for i, p in enumerate(third) if p["hook_event_name"] == case.prompt_event)
+    answers = {p["hook_event_name"]: hook(home, case.name, p) for p in third[: upto + 1]}
     shown = case.context(answers[case.prompt_event])
     assert "<mimir-memory>" in shown and f"failed here: `{failed_action}` — 2 of 2" in shown
 
@@ -148,3 +165,22 @@ def test_codex_reads_the_exit_code_from_the_transcript(tmp_path: Path) -> None:
     ok_item["payload"]["item"].update(exit_code=0, status="completed")
     Path(post["transcript_path"]).write_text(json.dumps(ok_item) + "\n")
     assert from_codex(post).ok
+
+
+def test_gemini_reads_the_error_field_and_the_exit_code_in_the_output() -> None:
+    """Gemini CLI marks a failed tool with ``tool_response.error``; a shell command that exited
+    non-zero has no error, only ``Exit Code: N`` in its ``llmContent``."""
+    from mimir_integrations.gemini.payload import from_gemini
+
+    data = load(CASES[1])
+    ev = from_gemini(data["after_tool_error"])
+    assert (ev.kind, ev.ok, ev.tool) == ("tool", False, "read_file")
+    assert ev.error.startswith("File not found: ")
+    [shell] = [p for p in data["payloads"] if p["hook_event_name"] == "AfterTool"]
+    ev = from_gemini(shell)
+    assert (ev.ok, ev.tool_input["command"]) == (False, "ls /nonexistent_xyz")
+    assert "Exit Code: 2" in ev.error
+    worked = json.loads(json.dumps(shell).replace("Exit Code: 2", "Exit Code: 0"))
+    assert from_gemini(worked).ok
+    del worked["tool_response"]["llmContent"]
+    assert from_gemini(worked).ok  # no exit code, no error: nothing failed

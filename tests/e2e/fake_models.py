@@ -125,6 +125,28 @@ def responses_as_chat(body: dict[str, Any]) -> dict[str, Any]:
     return {"messages": msgs, "tools": tools}
 
 
+def gemini_as_chat(body: dict[str, Any]) -> dict[str, Any]:
+    """A Gemini request as chat completions ``messages`` and ``tools``: text parts keep their
+    role (``model`` → ``assistant``), ``functionResponse`` parts become ``tool`` messages."""
+    msgs: list[dict[str, Any]] = []
+    for content in body.get("contents") or []:
+        parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
+        for p in parts:
+            if "functionResponse" in p:
+                response = p["functionResponse"].get("response")
+                msgs.append({"role": "tool", "content": json.dumps(response)})
+        text = " ".join(str(p["text"]) for p in parts if "text" in p)
+        if text:
+            role = "assistant" if content.get("role") == "model" else "user"
+            msgs.append({"role": role, "content": text})
+    tools = [
+        {"function": {"name": f.get("name")}}
+        for t in body.get("tools") or []
+        for f in t.get("functionDeclarations") or []
+    ]
+    return {"messages": msgs, "tools": tools}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -170,6 +192,10 @@ class _Handler(BaseHTTPRequestHandler):
             if not path.endswith("/v1/messages"):
                 return self._json({})
             return self._anthropic(body)
+        if self.server.kind == "gemini":
+            if ":countTokens" in path:
+                return self._json({"totalTokens": 42})
+            return self._gemini(body, stream="alt=sse" in self.path)
         if self.server.kind == "responses":
             if not path.endswith("/responses"):
                 return self._json({"error": "not found"}, 404)
@@ -177,6 +203,41 @@ class _Handler(BaseHTTPRequestHandler):
         if not path.endswith("/chat/completions"):
             return self._json({"error": "not found"}, 404)
         return self._openai(body)
+
+    def _gemini(self, body: dict[str, Any], *, stream: bool) -> None:
+        """Gemini ``generateContent`` / ``streamGenerateContent?alt=sse`` (Gemini CLI). A
+        request for JSON (the CLI's routing and next-speaker checks) gets a fixed verdict."""
+        config = body.get("generationConfig") or {}
+        if config.get("responseMimeType") == "application/json":
+            verdict = {
+                "reasoning": "fake",
+                "next_speaker": "user",
+                "model_choice": "flash",
+                "complexity_reasoning": "fake",
+                "complexity_score": 1,
+            }
+            part: dict[str, Any] = {"text": json.dumps(verdict)}
+        else:
+            chat = gemini_as_chat(body)
+            script = self.server.script
+            d = decide_script(chat, script) if script else decide_openai(chat)
+            if "tool" in d:
+                part = {"functionCall": {"name": d["tool"], "args": d["args"]}}
+            else:
+                part = {"text": d["text"]}
+        reply = {
+            "candidates": [
+                {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 10,
+                "candidatesTokenCount": 5,
+                "totalTokenCount": 15,
+            },
+        }
+        if not stream:
+            return self._json(reply)
+        self._sse([(None, reply)])
 
     def _responses(self, body: dict[str, Any]) -> None:
         """The OpenAI Responses API, streamed (what Codex CLI speaks): one output item."""
