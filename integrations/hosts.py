@@ -99,6 +99,23 @@ HOSTS: tuple[Host, ...] = (
         extra="mcp",
     ),
     Host(
+        "copilot",
+        module="mimir_integrations.copilot",
+        setup="mimir_integrations.copilot",
+        hook=True,
+        # Copilot CLI's camelCase events (their hooks read a top-level additionalContext).
+        events=(
+            "sessionStart",
+            "userPromptSubmitted",
+            "preToolUse",
+            "postToolUse",
+            "postToolUseFailure",
+            "agentStop",
+            "sessionEnd",
+        ),
+        extra="mcp",
+    ),
+    Host(
         "hermes",
         module="mimir_integrations.hermes",
         setup="mimir_integrations.hermes_setup",

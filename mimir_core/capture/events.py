@@ -134,6 +134,15 @@ READ_ONLY_TOOLS = frozenset(
         "enter_plan_mode",
         "exit_plan_mode",
         "activate_skill",
+        # GitHub Copilot CLI
+        "view",
+        "read_bash",
+        "list_bash",
+        "rg",
+        "report_intent",
+        "fetch_copilot_cli_documentation",
+        "read_agent",
+        "list_agents",
         # OpenAI-format hosts (Hermes Agent)
         "web_search",
         "web_extract",

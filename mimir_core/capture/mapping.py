@@ -24,8 +24,9 @@ exit code only inside its output, such as ``{"path": "result", "regex": "Exit Co
 "in": [null, "0"]}``. ``{"all": [field, ...]}`` is true when every field is, and
 ``{"first": [field, ...]}`` is the first field that is not empty.
 
-``when`` maps paths to an expected value or a list of accepted values; the first event whose
-``when`` matches wins. ``reply`` says where injected lessons go in the answer: the answer is
+``when`` maps paths to an expected value, a list of accepted values, or ``{"exists": bool}``
+(for a host whose payloads do not name their event, such as Copilot CLI's); the first event
+whose ``when`` matches wins. ``reply`` says where injected lessons go in the answer: the answer is
 ``{field: text}``, nested under the keys of ``wrap``. Without ``reply`` nothing is printed.
 A host shipped this way is a mapping file in its adapter's folder (Gemini CLI's:
 ``integrations/gemini/mapping.json``).
@@ -121,7 +122,10 @@ def _parts(spec: dict[str, Any], key: str) -> list[Any]:
 def _matches(payload: Any, when: dict[str, Any]) -> bool:
     for path, expected in when.items():
         value = lookup(payload, path)
-        if isinstance(expected, list):
+        if isinstance(expected, dict) and "exists" in expected:
+            if (value is not None) != bool(expected["exists"]):
+                return False
+        elif isinstance(expected, list):
             if value not in expected:
                 return False
         elif value != expected:

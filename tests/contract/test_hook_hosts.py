@@ -29,8 +29,8 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 class HostCase(NamedTuple):
     name: str
     data: str
-    #: The payloads of one session (the recorded ones, pointed at ``project`` and ``tmp``).
-    session: Callable[[dict[str, Any], Path, Path, str], list[dict[str, Any]]]
+    #: (event, payload) of one session: the recorded ones, pointed at ``project`` and ``tmp``.
+    session: Callable[[dict[str, Any], Path, Path, str], list[tuple[str, dict[str, Any]]]]
     #: The injected text of a hook's answer ("" when none).
     context: Callable[[dict[str, Any]], str]
     prompt_event: str
@@ -41,7 +41,7 @@ class HostCase(NamedTuple):
 
 def _codex_session(
     data: dict[str, Any], project: Path, tmp: Path, session_id: str
-) -> list[dict[str, Any]]:
+) -> list[tuple[str, dict[str, Any]]]:
     transcript = tmp / f"rollout-{session_id}.jsonl"
     transcript.write_text(json.dumps(data["transcript_item_completed"]) + "\n")
     out = []
@@ -49,14 +49,31 @@ def _codex_session(
         p = dict(p, cwd=str(project), session_id=session_id)
         if "transcript_path" in p:
             p["transcript_path"] = str(transcript)
-        out.append(p)
+        out.append((p["hook_event_name"], p))
     return out
 
 
 def _gemini_session(
     data: dict[str, Any], project: Path, tmp: Path, session_id: str
-) -> list[dict[str, Any]]:
-    return [dict(p, cwd=str(project), session_id=session_id) for p in data["payloads"]]
+) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (p["hook_event_name"], dict(p, cwd=str(project), session_id=session_id))
+        for p in data["payloads"]
+    ]
+
+
+def _copilot_session(
+    data: dict[str, Any], project: Path, tmp: Path, session_id: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """Copilot's payloads do not name their event: the recording lists the names beside them."""
+    return [
+        (name, dict(p, cwd=str(project), sessionId=session_id))
+        for name, p in zip(data["events"], data["payloads"], strict=True)
+    ]
+
+
+def _top_level(answer: dict[str, Any]) -> str:
+    return str(answer.get("additionalContext") or "")
 
 
 def _hook_specific(answer: dict[str, Any]) -> str:
@@ -79,6 +96,14 @@ CASES = [
         _hook_specific,
         "BeforeAgent",
         "AfterTool",
+    ),
+    HostCase(
+        "copilot",
+        "copilot-1.0.102-hooks.json",
+        _copilot_session,
+        _top_level,
+        "userPromptSubmitted",
+        "preToolUse",
     ),
 ]
 
@@ -114,8 +139,8 @@ def test_a_failure_is_captured_and_shown_from_the_first_repeat(
     home, project = tmp_path / "mimir", tmp_path / "billing"
     (project / ".git").mkdir(parents=True)
     first = {}
-    for p in case.session(data, project, tmp_path, "session-one"):
-        first[p["hook_event_name"]] = hook(home, case.name, p)
+    for name, p in case.session(data, project, tmp_path, "session-one"):
+        first[name] = hook(home, case.name, p)
     assert not any(case.context(a) for a in first.values())  # nothing was tried before
     [failure] = [r for r in pending(home) if r["outcome"] == "failure"]
     assert failure["source"] == case.name and failure["scope"] == str(project.resolve())
@@ -123,16 +148,16 @@ def test_a_failure_is_captured_and_shown_from_the_first_repeat(
     assert failed_action and failure["reason"]
 
     second = {}
-    for p in case.session(data, project, tmp_path, "session-two"):
-        second[p["hook_event_name"]] = hook(home, case.name, p)
+    for name, p in case.session(data, project, tmp_path, "session-two"):
+        second[name] = hook(home, case.name, p)
     # One failure and nothing that worked: the prompt says nothing yet, the repeat is guarded.
     assert not case.context(second[case.prompt_event])
     guard = case.context(second[case.guard_event])
     assert "failed here before on this task" in guard and f"`{failed_action}`" in guard, second
     # Failed twice: from now on the prompt itself carries it, before any tool runs.
     third = case.session(data, project, tmp_path, "session-3")
-    upto = next(i for i, p in enumerate(third) if p["hook_event_name"] == case.prompt_event)
-    answers = {p["hook_event_name"]: hook(home, case.name, p) for p in third[: upto + 1]}
+    upto = next(i for i, (name, _) in enumerate(third) if name == case.prompt_event)
+    answers = {name: hook(home, case.name, p) for name, p in third[: upto + 1]}
     shown = case.context(answers[case.prompt_event])
     assert "<mimir-memory>" in shown and f"failed here: `{failed_action}` — 2 of 2" in shown
 
@@ -156,7 +181,7 @@ def test_codex_reads_the_exit_code_from_the_transcript(tmp_path: Path) -> None:
     from mimir_integrations.codex.payload import from_codex
 
     data = load(CASES[0])
-    [post] = [p for p in _codex_session(data, tmp_path, tmp_path, "s") if p.get("tool_response")]
+    [post] = [p for _, p in _codex_session(data, tmp_path, tmp_path, "s") if "tool_response" in p]
     ev = from_codex(post)
     assert (ev.ok, ev.tool, ev.tool_input) == (False, "Bash", {"command": "ls /nonexistent_xyz"})
     assert ev.error.startswith("Exit code 2\nls: cannot access")
@@ -184,3 +209,28 @@ def test_gemini_reads_the_error_field_and_the_exit_code_in_the_output() -> None:
     assert from_gemini(worked).ok
     del worked["tool_response"]["llmContent"]
     assert from_gemini(worked).ok  # no exit code, no error: nothing failed
+
+
+def test_copilot_payloads_are_told_apart_by_their_fields() -> None:
+    """Copilot CLI's payloads do not name their event; a shell's exit code is only in its text
+    (``resultType`` stays ``success``); a tool that failed fires ``postToolUseFailure``."""
+    from mimir_integrations.copilot.payload import from_copilot
+
+    data = load(CASES[2])
+    kinds = [(from_copilot(p).kind, from_copilot(p).name) for p in data["payloads"]]
+    assert kinds == [
+        ("start", "sessionStart"),
+        ("task", "userPromptSubmitted"),
+        ("pretool", "preToolUse"),
+        ("tool", "postToolUse"),
+        ("stop", "agentStop"),
+        ("end", "sessionEnd"),
+    ]
+    post = data["payloads"][3]
+    ev = from_copilot(post)
+    assert (ev.ok, ev.tool, ev.tool_input["command"]) == (False, "bash", "ls /nonexistent_xyz")
+    assert "exit code 2" in ev.error
+    worked = json.loads(json.dumps(post).replace("exit code 2>", "exit code 0>"))
+    assert from_copilot(worked).ok
+    failure = from_copilot(data["post_tool_use_failure"])
+    assert (failure.kind, failure.ok, failure.error) == ("tool", False, "Path does not exist")

@@ -53,9 +53,12 @@ def decide_script(body: dict[str, Any], script: list[tuple[str, dict[str, Any]]]
             return [m.get("content")]
         return [b.get("content") for b in _blocks(m) if b.get("type") == "tool_result"]
 
-    prompt = max(
-        (i for i, m in enumerate(msgs) if m.get("role") == "user" and not results(m)), default=-1
-    )
+    def is_prompt(m: dict[str, Any]) -> bool:
+        # Copilot CLI delivers a preToolUse hook's context as a user message of its own.
+        hook_note = _text(m.get("content")).startswith("Additional context from ")
+        return m.get("role") == "user" and not results(m) and not hook_note
+
+    prompt = max((i for i, m in enumerate(msgs) if is_prompt(m)), default=-1)
     done = [r for m in msgs[prompt + 1 :] for r in results(m)]
     if len(done) < len(script):
         name, args = script[len(done)]

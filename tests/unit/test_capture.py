@@ -645,3 +645,26 @@ def test_mapping_fields_read_an_exit_code_inside_text_and_combine_tests() -> Non
     )
     with pytest.raises(MappingError, match="regex"):
         bad.event({"t": "text"})
+
+
+def test_a_mapping_tells_apart_payloads_that_do_not_name_their_event() -> None:
+    """``{"exists": bool}`` in ``when``: Copilot CLI's payloads carry no event name, only their
+    own fields."""
+    mapping = HookMapping.from_dict(
+        {
+            "host": "h",
+            "session": "sid",
+            "events": [
+                {"when": {"result": {"exists": True}}, "kind": "tool", "tool": "name"},
+                {
+                    "when": {"name": {"exists": True}, "result": {"exists": False}},
+                    "kind": "pretool",
+                },
+                {"when": {"prompt": {"exists": True}}, "kind": "task", "text": "prompt"},
+            ],
+        }
+    )
+    assert mapping.event({"sid": "s", "name": "bash", "result": {}}).kind == "tool"
+    assert mapping.event({"sid": "s", "name": "bash"}).kind == "pretool"
+    assert mapping.event({"sid": "s", "prompt": "deploy"}).text == "deploy"
+    assert mapping.event({"sid": "s", "other": 1}).kind == "ignore"
