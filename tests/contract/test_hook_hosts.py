@@ -234,3 +234,62 @@ def test_copilot_payloads_are_told_apart_by_their_fields() -> None:
     assert from_copilot(worked).ok
     failure = from_copilot(data["post_tool_use_failure"])
     assert (failure.kind, failure.ok, failure.error) == ("tool", False, "Path does not exist")
+
+
+@pytest.mark.parametrize(
+    ("writer", "reader"),
+    [(0, 1), (1, 2), (2, 0)],
+    ids=["codex>gemini", "gemini>copilot", "copilot>codex"],
+)
+def test_a_failure_one_host_captured_guards_the_next_host(
+    writer: int, reader: int, tmp_path: Path
+) -> None:
+    """One project, one Mimir home, two hosts: the command that failed under one CLI draws the
+    other CLI's repeat guard, and both records are recalled as the store's own."""
+    home, project = tmp_path / "mimir", tmp_path / "billing"
+    (project / ".git").mkdir(parents=True)
+    first, then = CASES[writer], CASES[reader]
+
+    def same_task(p: dict[str, Any]) -> dict[str, Any]:
+        # Copilot's recorded prompt carries the fake model's script; the task is the same.
+        return {
+            k: "list the fixtures" if k in ("prompt", "initialPrompt") else v for k, v in p.items()
+        }
+
+    for _, p in first.session(load(first), project, tmp_path, "writer"):
+        hook(home, first.name, same_task(p))
+    said = {
+        name: hook(home, then.name, same_task(p))
+        for name, p in then.session(load(then), project, tmp_path, "reader")
+    }
+    guard = then.context(said[then.guard_event])
+    assert "failed here before on this task" in guard and "`ls /nonexistent_xyz`" in guard
+
+    from mimir_core import Mimir
+
+    m = Mimir(home, embedder="hash")
+    try:
+        assert m.ingest().ingested >= 2
+        failures = [e for e in m.recent(20, scope="*") if e.outcome == "failure"]
+        assert {e.source for e in failures} == {first.name, then.name}
+        assert {e.action for e in failures} == {"ls /nonexistent_xyz"}
+    finally:
+        m.close()
+
+
+def test_codex_asks_before_a_command_that_never_worked_when_told_to(tmp_path: Path) -> None:
+    """``MIMIR_GUARD_ASK_AFTER=1``: Codex's ``PreToolUse`` answer asks the user first (its
+    ``permissionDecision``), with the guard's facts as the reason."""
+    home, project = tmp_path / "mimir", tmp_path / "billing"
+    (project / ".git").mkdir(parents=True)
+    data = load(CASES[0])
+    for _, p in _codex_session(data, project, tmp_path, "one"):
+        hook(home, "codex", p)
+    os.environ["MIMIR_GUARD_ASK_AFTER"] = "1"
+    try:
+        said = {n: hook(home, "codex", p) for n, p in _codex_session(data, project, tmp_path, "2")}
+    finally:
+        del os.environ["MIMIR_GUARD_ASK_AFTER"]
+    out = said["PreToolUse"]["hookSpecificOutput"]
+    assert out["hookEventName"] == "PreToolUse" and out["permissionDecision"] == "ask"
+    assert "ls /nonexistent_xyz" in out["permissionDecisionReason"]
