@@ -45,7 +45,11 @@ except ModuleNotFoundError:  # Python 3.10: pytest's own dependency
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "docs" / "hosts").glob("*.md")),
+]
 
 HERMES_PIP = (
     '"$(dirname "$(readlink -f "$(command -v hermes)")")/python" -m pip install '
