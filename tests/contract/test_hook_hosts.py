@@ -293,3 +293,64 @@ def test_codex_asks_before_a_command_that_never_worked_when_told_to(tmp_path: Pa
     out = said["PreToolUse"]["hookSpecificOutput"]
     assert out["hookEventName"] == "PreToolUse" and out["permissionDecision"] == "ask"
     assert "ls /nonexistent_xyz" in out["permissionDecisionReason"]
+
+
+def _wait_for_ingest_of(home: Path, timeout: float = 60.0) -> None:
+    """Until no ``mimir ingest`` of ``home`` runs (the background one a hook started)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    needle = str(home).encode()
+    while time.monotonic() < deadline:
+        running = False
+        for proc in Path("/proc").iterdir():
+            try:
+                cmd = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
+            except OSError:
+                continue
+            running = running or (b"ingest" in cmd and needle in cmd)
+        if not running:
+            return
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("case", CASES[1:], ids=[c.name for c in CASES[1:]])
+def test_a_mapped_host_ends_a_session_like_a_python_one(case: HostCase, tmp_path: Path) -> None:
+    """The hosts shipped as mapping files get what the Python ones do: a session's start lets
+    what was said before be said again (a resumed or cleared session), and its end starts the
+    background ingest."""
+    home, project = tmp_path / "mimir", tmp_path / "billing"
+    (project / ".git").mkdir(parents=True)
+    data = load(case)
+    for _, p in case.session(data, project, tmp_path, "one"):
+        hook(home, case.name, p)
+    for _, p in case.session(data, project, tmp_path, "two"):
+        hook(home, case.name, p)
+    session = case.session(data, project, tmp_path, "three")
+    start = next(p for name, p in session if name == session[0][0])
+    prompt = next(p for name, p in session if name == case.prompt_event)
+
+    def at(p: dict[str, Any], stamp: int) -> dict[str, Any]:
+        # A repeated event differs in its timestamp (a byte-identical one is a duplicate hook).
+        return dict(p, timestamp=stamp)
+
+    hook(home, case.name, at(start, 1))
+    assert case.context(hook(home, case.name, at(prompt, 2)))  # failed twice: at the prompt
+    assert not case.context(hook(home, case.name, at(prompt, 3)))  # once per session
+    # The session starts again (resumed, cleared): its task's block is given again, at once.
+    again = case.context(hook(home, case.name, at(start, 4)))
+    assert "failed here: `ls /nonexistent_xyz`" in again
+
+    end = session[-1][1]
+    out = subprocess.run(
+        [str(BIN / "mimir"), "hook", case.name],
+        input=json.dumps(end).encode(),
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "MIMIR_HOME": str(home), "MIMIR_AUTO_CONSOLIDATE": "1"},
+    )
+    try:
+        assert out.returncode == 0
+        assert "started background ingest" in (home / "logs" / "hooks.log").read_text()
+    finally:
+        _wait_for_ingest_of(home)
