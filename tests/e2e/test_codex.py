@@ -57,7 +57,8 @@ def billing_project(home: Path) -> Path:
 
 def provider_config(url: str) -> str:
     return (
-        'model = "fake-model"\nmodel_provider = "fake"\n\n'
+        'model = "fake-model"\nmodel_provider = "fake"\ncheck_for_update_on_startup = false\n'
+        "[analytics]\nenabled = false\n\n"
         '[model_providers.fake]\nname = "fake"\n'
         f'base_url = "{url}/v1"\nwire_api = "responses"\nenv_key = "FAKE_OPENAI_KEY"\n'
     )
