@@ -354,3 +354,46 @@ def test_a_mapped_host_ends_a_session_like_a_python_one(case: HostCase, tmp_path
         assert "started background ingest" in (home / "logs" / "hooks.log").read_text()
     finally:
         _wait_for_ingest_of(home)
+
+
+#: host -> (its config file under the user's home, the user's own hook there, the event it is on)
+USER_FILES = {
+    "codex": (".codex/hooks.json", {"hooks": [{"type": "command", "command": "true"}]}, "Stop"),
+    "gemini": (
+        ".gemini/settings.json",
+        {"hooks": [{"type": "command", "command": "true"}]},
+        "AfterTool",
+    ),
+    "copilot": (".copilot/settings.json", {"type": "command", "bash": "true"}, "postToolUse"),
+}
+
+
+@pytest.mark.parametrize("name", list(USER_FILES))
+def test_setup_merges_backs_up_and_uninstall_restores(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the CLI installed: setup keeps the user's own hook and settings, backs the file
+    up byte for byte, is idempotent, and uninstall leaves the user's content as it was."""
+    from mimir_integrations.setup_cmd import SetupEnv, target_module
+
+    for var in ("CODEX_HOME", "COPILOT_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")  # no host CLI: setup says what to run later
+    rel, mine, event = USER_FILES[name]
+    path = tmp_path / rel
+    path.parent.mkdir(parents=True)
+    original = {"theme": "dark", "hooks": {event: [mine]}}
+    path.write_text(json.dumps(original, indent=3))
+    before = path.read_bytes()
+    module = target_module(name)
+    module.setup(SetupEnv(user_home=tmp_path))
+    merged = path.read_text()
+    module.setup(SetupEnv(user_home=tmp_path))
+    assert path.read_text() == merged  # idempotent
+    data = json.loads(merged)
+    assert data["theme"] == "dark" and data["hooks"][event][0] == mine
+    assert len(data["hooks"][event]) == 2 and f"hook {name}" in json.dumps(data["hooks"][event][1])
+    [backup] = path.parent.glob(f"{path.name}.mimir-backup-*")
+    assert backup.read_bytes() == before
+    module.uninstall(SetupEnv(user_home=tmp_path))
+    assert json.loads(path.read_text()) == original
