@@ -65,7 +65,7 @@ def session(copilot: Path, home: Path, project: Path, server: Any, prompt: str) 
         ("bash", {"command": WORKING, "description": "deploy with the script"}),
     ]
     out = subprocess.run(
-        [str(copilot), "-p", prompt, "--allow-all-tools", "--trust-folder", "-s"],
+        [str(copilot), "-p", prompt, "--allow-all-tools", "-s"],
         env=host_env(
             home,
             copilot,
