@@ -397,3 +397,32 @@ def test_setup_merges_backs_up_and_uninstall_restores(
     assert backup.read_bytes() == before
     module.uninstall(SetupEnv(user_home=tmp_path))
     assert json.loads(path.read_text()) == original
+
+
+def test_what_each_hook_host_recorded_the_mcp_server_recalls(tmp_path: Path) -> None:
+    """The cross-adapter test's MCP reader (the server these CLIs are given) recalls, in its own
+    process, the failures Codex, Gemini and Copilot captured through their real hook payloads,
+    each host's task and command marked so recall finds them exactly. (The other readers read
+    the same store the same way: ``test_cross_adapter`` proves it for a hook's spool line.)"""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    from test_cross_adapter import READERS, script, start
+
+    from mimir_core import Mimir
+
+    home, project = tmp_path / "home", tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    Mimir(home, embedder="hash").stats()
+    markers = {case.name: f"svc-{case.name}-47{i}" for i, case in enumerate(CASES)}
+    for case in CASES:
+        m = markers[case.name]
+        for _, p in case.session(load(case), project, tmp_path, f"s-{m}"):
+            text = json.dumps(p).replace("ls /nonexistent_xyz", f"helm upgrade {m} --atomic")
+            p = json.loads(text)
+            for key in ("prompt", "initialPrompt"):
+                if key in p:
+                    p[key] = f"deploy the {m} service"
+            hook(home, case.name, p)
+    proc = start(script(READERS["mcp"], MARKERS=list(markers.values())), home)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, f"the MCP reader failed:\n{err}"
+    assert json.loads(out.strip().splitlines()[-1]) == dict.fromkeys(markers.values(), True)
