@@ -35,6 +35,7 @@ A host shipped this way is a mapping file in its adapter's folder (Gemini CLI's:
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -67,18 +68,29 @@ def lookup(payload: Any, path: str) -> Any:
 
 def _search(value: Any, pattern: str) -> str | None:
     """The first group (else the whole match) of ``pattern`` in a text value; ``None`` when
-    there is no text or no match. ``re`` is imported only by mappings that use it."""
+    there is no text or no match (``re`` is loaded already: ``json`` imports it)."""
     if not isinstance(value, str):
         return None
-    import re
-
-    try:
-        found = re.search(pattern, value)
-    except re.error as exc:
-        raise MappingError(f"regex {pattern!r}: {exc}") from exc
+    found = re.search(pattern, value)
     if found is None:
         return None
     return found.group(1) if found.re.groups else found.group(0)
+
+
+def _check_regexes(spec: Any, where: str) -> None:
+    """Raise :class:`MappingError` naming ``where`` for a ``regex`` that does not compile."""
+    if isinstance(spec, list):
+        for i, part in enumerate(spec):
+            _check_regexes(part, f"{where}[{i}]")
+    elif isinstance(spec, dict):
+        if "regex" in spec:
+            try:
+                re.compile(str(spec["regex"]))
+            except re.error as exc:
+                raise MappingError(f"{where}.regex: {spec['regex']!r}: {exc}") from exc
+        for key, part in spec.items():
+            if key != "when" and isinstance(part, (dict, list)):
+                _check_regexes(part, f"{where}.{key}")
 
 
 def _field(payload: Any, spec: Any) -> Any:
@@ -183,6 +195,7 @@ class HookMapping:
                 raise MappingError(f"events[{i}].kind: must be one of {', '.join(KINDS)}")
             if not isinstance(spec.get("when", {}), dict):
                 raise MappingError(f"events[{i}].when: must be an object of path: value")
+            _check_regexes(spec, f"events[{i}]")
         reply = data.get("reply") or {}
         if not isinstance(reply, dict) or (reply and not isinstance(reply.get("field"), str)):
             raise MappingError("reply: must be an object with a 'field' string")
