@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import hook_entries
 from ..hosts import host
 from .payload import from_codex
 
@@ -89,9 +90,7 @@ def setup(env: SetupEnv) -> list[str]:
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise env.error(f"{path}: 'hooks' is not an object; fix it by hand first")
-    for event, entries in hooks_config(env.hook_command("codex")).items():
-        kept = [e for e in hooks.get(event) or [] if not _is_ours(e)]
-        hooks[event] = [*kept, *entries]
+    hook_entries.merge(hooks, hooks_config(env.hook_command("codex")), _is_ours)
     done = [env.write_json(path, data, "hooks for " + ", ".join(EVENTS))]
     done.append(
         env.run_host_cli(
@@ -111,19 +110,8 @@ def uninstall(env: SetupEnv) -> list[str]:
     done: list[str] = []
     if path.exists():
         data = env.read_json(path)
-        hooks = data.get("hooks")
-        if isinstance(hooks, dict):
-            for event in list(hooks):
-                entries = hooks[event]
-                if isinstance(entries, list):
-                    kept = [e for e in entries if not _is_ours(e)]
-                    if kept:
-                        hooks[event] = kept
-                    else:
-                        del hooks[event]
-            if not hooks:
-                del data["hooks"]
-            done.append(env.write_json(path, data, "Mimir's hooks removed"))
+        hook_entries.remove(data, _is_ours)
+        done.append(env.write_json(path, data, "Mimir's hooks removed"))
     done.append(
         env.run_host_cli("codex", ["mcp", "remove", MCP_NAME], what="the MCP server", undo=None)
     )

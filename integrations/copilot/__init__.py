@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import hook_entries
 from ..hosts import host
 from .payload import mapping
 
@@ -59,9 +60,7 @@ def setup(env: SetupEnv) -> list[str]:
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise env.error(f"{path}: 'hooks' is not an object; fix it by hand first")
-    for event, entries in hooks_config(env.hook_command("copilot")).items():
-        kept = [e for e in hooks.get(event) or [] if not _is_ours(e)]
-        hooks[event] = [*kept, *entries]
+    hook_entries.merge(hooks, hooks_config(env.hook_command("copilot")), _is_ours)
     done = [env.write_json(path, settings, "hooks for " + ", ".join(EVENTS))]
     mcp_path = home / "mcp-config.json"
     mcp = env.read_json(mcp_path)
@@ -89,18 +88,7 @@ def uninstall(env: SetupEnv) -> list[str]:
     path = home / "settings.json"
     if path.exists():
         settings = env.read_json(path)
-        hooks = settings.get("hooks")
-        if isinstance(hooks, dict):
-            for event in list(hooks):
-                entries = hooks[event]
-                if isinstance(entries, list):
-                    kept = [e for e in entries if not _is_ours(e)]
-                    if kept:
-                        hooks[event] = kept
-                    else:
-                        del hooks[event]
-            if not hooks:
-                del settings["hooks"]
+        hook_entries.remove(settings, _is_ours)
         done.append(env.write_json(path, settings, "Mimir's hooks removed"))
     mcp_path = home / "mcp-config.json"
     if mcp_path.exists():

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import hook_entries
 from ..hosts import host
 from .payload import mapping
 
@@ -70,9 +71,7 @@ def setup(env: SetupEnv) -> list[str]:
     servers = settings.setdefault("mcpServers", {})
     if not isinstance(hooks, dict) or not isinstance(servers, dict):
         raise env.error(f"{path}: 'hooks' or 'mcpServers' is not an object; fix it by hand first")
-    for event, entries in hooks_config(env.hook_command("gemini")).items():
-        kept = [e for e in hooks.get(event) or [] if not _is_ours(e)]
-        hooks[event] = [*kept, *entries]
+    hook_entries.merge(hooks, hooks_config(env.hook_command("gemini")), _is_ours)
     command = env.mcp_command()
     server: dict[str, Any] = {"command": command[0], "args": command[1:]}
     if env.mimir_home_env:
@@ -87,18 +86,7 @@ def uninstall(env: SetupEnv) -> list[str]:
     if not path.exists():
         return [f"{path}: not there, nothing to remove"]
     settings = env.read_json(path)
-    hooks = settings.get("hooks")
-    if isinstance(hooks, dict):
-        for event in list(hooks):
-            entries = hooks[event]
-            if isinstance(entries, list):
-                kept = [e for e in entries if not _is_ours(e)]
-                if kept:
-                    hooks[event] = kept
-                else:
-                    del hooks[event]
-        if not hooks:
-            del settings["hooks"]
+    hook_entries.remove(settings, _is_ours)
     servers = settings.get("mcpServers")
     if isinstance(servers, dict):
         servers.pop(MCP_NAME, None)
