@@ -20,6 +20,10 @@ EXAMPLES = {
     "integrations/langgraph/__init__.py": "alembic upgrade head && deploy",
     "integrations/llamaindex.py": "Tried: kubectl apply -f app.yaml",
     "integrations/mcp_server.py": "kubectl apply",
+    "integrations/pydantic_ai.py": (
+        "- worked here instead: `alembic upgrade head && pytest tests/api` — 1 of 1 try, "
+        "from 1 source"
+    ),
 }
 
 

@@ -101,6 +101,12 @@ CASES = [
         "llama_index",
         "import mimir_integrations.llamaindex",
     ),
+    (
+        "mimir_integrations.pydantic_ai",
+        "pydantic-ai",
+        "pydantic_ai",
+        "import mimir_integrations.pydantic_ai",
+    ),
     ("mimir_integrations.mcp_server", "mcp", "mcp", "import mimir_integrations.mcp_server"),
     ("mimir_integrations.mcp_server", "mcp", "anyio", "import mimir_integrations.mcp_server"),
     (

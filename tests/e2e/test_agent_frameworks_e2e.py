@@ -1,0 +1,101 @@
+"""End to end, one per in-process framework: a user's program, as the docs show it, run twice.
+
+Each program is a separate Python process (one session each) that builds the framework's real
+agent with Mimir attached the documented way (no store passed: ``MIMIR_HOME`` decides) and runs
+it against the scripted model server on 127.0.0.1. In the first session the ``deploy`` tool
+fails; the second session's model request must carry the evidence of that failure, read back
+from the store by a new process. An in-process framework has no host config to write, so there
+is no ``mimir setup`` step: installing the extra is the one command (see ``docs/hosts/``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from fake_models import fake_model_server
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TOOL = '''
+def deploy(target: str) -> str:
+    """Deploy the billing service to a target."""
+    if target == "prod":
+        raise FAILED("helm: release failed: ImagePullBackOff for billing")
+    return f"deployed to {target}"
+'''
+
+PROGRAMS = {
+    "pydantic-ai": (
+        "pydantic_ai",
+        "openai",
+        """
+from pydantic_ai import Agent, ToolFailed as FAILED
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+from mimir_integrations.pydantic_ai import MimirCapability
+"""
+        + TOOL
+        + """
+model = OpenAIChatModel("fake-model", provider=OpenAIProvider(base_url=URL + "/v1", api_key="k"))
+agent = Agent(model, tools=[deploy], capabilities=[MimirCapability()])
+print(agent.run_sync("deploy the billing service").output)
+""",
+    ),
+}
+
+
+def run_session(program: str, url: str, home: Path) -> str:
+    code = f"URL = {url!r}\n" + textwrap.dedent(program)
+    env = {**os.environ, "MIMIR_HOME": str(home), "MIMIR_AUTO_CONSOLIDATE": "0"}
+    env.pop("MIMIR_EMBEDDER", None)  # the real embedder, as a user has it
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+@pytest.mark.parametrize("framework", sorted(PROGRAMS))
+def test_a_failure_in_one_session_reaches_the_next_sessions_model(
+    framework: str, tmp_path: Path
+) -> None:
+    module, api, program = PROGRAMS[framework]
+    pytest.importorskip(module, reason=f"the {framework} extra is not installed")
+    home = tmp_path / "mimir"
+    with fake_model_server(api) as server:
+        server.script = [("deploy", {"target": "prod"}), ("deploy", {"target": "staging"})]
+        run_session(program, server.url, home)
+        first = json.dumps([r["body"] for r in server.requests])
+        assert "deploy" in first and "<mimir-memory>" not in first
+
+        server.requests.clear()
+        out = run_session(program, server.url, home)
+        second = [json.dumps(r["body"]) for r in server.requests]
+    assert "FINAL" in out
+    # The first request of the new session already carries the evidence, at the context seam.
+    assert "<mimir-memory>" in second[0] and "ImagePullBackOff" in second[0]
+    assert "staging" in second[0]  # what worked instead
+    assert "failed here before on this task" in second[1]
+
+    from mimir_core import Mimir
+
+    records = Mimir(home).recent(10)
+    assert sorted((e.outcome, e.source) for e in records) == [
+        ("failure", framework),
+        ("failure", framework),
+        ("success", framework),
+        ("success", framework),
+    ]
