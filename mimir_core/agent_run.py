@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .observations.tool_call import note_after_failure, note_before
+from .tools import run_tool
 from .turns import action_text, split_turns, turn_records, without_notes
 
 if TYPE_CHECKING:
@@ -193,3 +194,15 @@ class RunMemory:
             log.warning("mimir: could not record the run: %s", exc)
             return
         self.forget_cached()
+
+
+def tool_answer(mimir: Any, name: str, arguments: Any, *, source: str) -> dict[str, Any]:
+    """A call of Mimir's tool ``name`` as a JSON-ready answer, for a framework whose tools return
+    one value: ``{"result": text, "data": {...}}``, or ``{"error": message}`` naming the bad
+    argument (the shape Hermes gets too; :func:`mimir_core.turns.classify_result` reads an
+    ``error`` as a failure). Never raises."""
+    args = arguments if isinstance(arguments, Mapping) else {"input": arguments}
+    out = run_tool(mimir, name, args, source=source)
+    if out.is_error:
+        return {"error": out.text}
+    return {"result": out.text, "data": out.data}

@@ -9,7 +9,6 @@ for the tool contract.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from typing import Any
@@ -30,6 +29,7 @@ class PydanticAIDriver:
     name = source = "pydantic-ai"
     module = "pydantic_ai"
     api = "openai"
+    crash_unseen = ""
 
     def __init__(self, mimir: Any, server: Any) -> None:
         self.mimir, self.server = mimir, server
@@ -86,8 +86,77 @@ class PydanticAIDriver:
         return str(part.content), part.metadata, part.outcome != "success"
 
 
-def run_async(coro: Any) -> Any:
-    return asyncio.run(coro)
+class OpenAIAgentsDriver:
+    """OpenAI Agents SDK: ``Runner.run(agent, session=memory.session(...), run_config=...)``."""
+
+    name = source = "openai-agents"
+    module = "agents"
+    api = "openai"
+    #: Why a crashing tool's failure is not recorded ("" when it is).
+    crash_unseen = (
+        "a tool that raises with failure_error_function=None ends the run before the SDK calls "
+        "any formatter or hook Mimir could see (openai-agents 0.24)"
+    )
+
+    def __init__(self, mimir: Any, server: Any) -> None:
+        from agents import set_tracing_disabled
+
+        set_tracing_disabled(True)  # the SDK would export traces to OpenAI
+        self.mimir, self.server = mimir, server
+        self.sessions = 0
+
+    def _model(self) -> Any:
+        from agents import OpenAIChatCompletionsModel
+        from openai import AsyncOpenAI
+
+        client = AsyncOpenAI(base_url=self.server.url + "/v1", api_key="test")
+        return OpenAIChatCompletionsModel("fake-model", client)
+
+    def run(self, prompt: str = TASK, *, crash: bool = False) -> Any:
+        from agents import Agent, Runner, function_tool
+
+        from mimir_integrations.openai_agents import MimirAgentsMemory, mimir_tools
+
+        def deploy(target: str) -> str:
+            """Deploy the service to a target."""
+            if target == "prod":
+                raise RuntimeError(FAIL_TEXT)
+            return f"deployed to {target}"
+
+        tool = (
+            function_tool(deploy, failure_error_function=None) if crash else function_tool(deploy)
+        )
+        memory = MimirAgentsMemory(self.mimir)
+        agent = Agent(
+            name="deployer",
+            instructions="You deploy services.",
+            model=self._model(),
+            tools=[tool, *mimir_tools(self.mimir)],
+        )
+        self.sessions += 1
+        session = memory.session(f"session-{self.sessions}")
+        result = Runner.run_sync(agent, prompt, session=session, run_config=memory.run_config())
+        return result.final_output
+
+    def invoke(self, name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any] | None, bool]:
+        from agents import Agent, Runner
+
+        from mimir_integrations.openai_agents import mimir_tools
+
+        if name not in listed_schemas():  # the SDK answers an unknown tool itself
+            return f"no tool named {name!r}", None, True
+        self.server.script = [(name, args)]
+        self.server.requests.clear()
+        agent = Agent(name="contract", model=self._model(), tools=mimir_tools(self.mimir))
+        Runner.run_sync(agent, "contract")
+        [output] = [m for m in self.server.requests[-1]["body"]["messages"] if m["role"] == "tool"]
+        answer = json.loads(output["content"])
+        if "error" in answer:
+            return str(answer["error"]), None, True
+        return answer["result"], answer["data"], False
 
 
-DRIVERS: dict[str, type[Any]] = {"pydantic-ai": PydanticAIDriver}
+DRIVERS: dict[str, type[Any]] = {
+    "pydantic-ai": PydanticAIDriver,
+    "openai-agents": OpenAIAgentsDriver,
+}

@@ -56,7 +56,7 @@ def test_a_failure_is_recorded_once_and_shown_in_the_next_session(
         server.script = [("deploy", {"target": "prod"}), ("deploy", {"target": "staging"})]
         driver.run()
         first = _seen(server)
-        assert all("<mimir-memory>" not in text for text in first)  # nothing known yet
+        assert "<mimir-memory>" not in first[0]  # nothing known yet
         records = hash_mimir.recent(10)
         failures = [e for e in records if e.outcome == "failure"]
         assert [(e.action, e.source) for e in failures] == [
@@ -81,6 +81,8 @@ def test_a_failure_is_recorded_once_and_shown_in_the_next_session(
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_a_tool_that_crashes_the_run_is_still_recorded(framework: str, hash_mimir: Mimir) -> None:
+    if DRIVERS[framework].crash_unseen:
+        pytest.skip(DRIVERS[framework].crash_unseen)
     with fake_model_server(DRIVERS[framework].api) as server:
         driver = _driver(framework, hash_mimir, server)
         server.script = [("deploy", {"target": "prod"})]

@@ -49,6 +49,28 @@ agent = Agent(model, tools=[deploy], capabilities=[MimirCapability()])
 print(agent.run_sync("deploy the billing service").output)
 """,
     ),
+    "openai-agents": (
+        "agents",
+        "openai",
+        """
+import uuid
+from agents import (Agent, OpenAIChatCompletionsModel, Runner, function_tool,
+                    set_tracing_disabled)
+from openai import AsyncOpenAI
+from mimir_integrations.openai_agents import MimirAgentsMemory
+FAILED = RuntimeError
+set_tracing_disabled(True)
+"""
+        + TOOL
+        + """
+model = OpenAIChatCompletionsModel("fake-model", AsyncOpenAI(base_url=URL + "/v1", api_key="k"))
+agent = Agent(name="deployer", model=model, tools=[function_tool(deploy)])
+memory = MimirAgentsMemory()
+result = Runner.run_sync(agent, "deploy the billing service",
+                         session=memory.session(uuid.uuid4().hex), run_config=memory.run_config())
+print(result.final_output)
+""",
+    ),
 }
 
 
@@ -78,8 +100,8 @@ def test_a_failure_in_one_session_reaches_the_next_sessions_model(
     with fake_model_server(api) as server:
         server.script = [("deploy", {"target": "prod"}), ("deploy", {"target": "staging"})]
         run_session(program, server.url, home)
-        first = json.dumps([r["body"] for r in server.requests])
-        assert "deploy" in first and "<mimir-memory>" not in first
+        first = json.dumps(server.requests[0]["body"])
+        assert "deploy" in first and "<mimir-memory>" not in first  # nothing known yet
 
         server.requests.clear()
         out = run_session(program, server.url, home)

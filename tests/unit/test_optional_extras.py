@@ -107,6 +107,12 @@ CASES = [
         "pydantic_ai",
         "import mimir_integrations.pydantic_ai",
     ),
+    (
+        "mimir_integrations.openai_agents",
+        "openai-agents",
+        "agents",
+        "import mimir_integrations.openai_agents",
+    ),
     ("mimir_integrations.mcp_server", "mcp", "mcp", "import mimir_integrations.mcp_server"),
     ("mimir_integrations.mcp_server", "mcp", "anyio", "import mimir_integrations.mcp_server"),
     (
