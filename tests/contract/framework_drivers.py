@@ -103,14 +103,16 @@ class OpenAIAgentsDriver:
 
         set_tracing_disabled(True)  # the SDK would export traces to OpenAI
         self.mimir, self.server = mimir, server
+        self._client: Any = None
         self.sessions = 0
 
     def _model(self) -> Any:
         from agents import OpenAIChatCompletionsModel
         from openai import AsyncOpenAI
 
-        client = AsyncOpenAI(base_url=self.server.url + "/v1", api_key="test")
-        return OpenAIChatCompletionsModel("fake-model", client)
+        if self._client is None:  # one client, as an app has (a new one costs ~0.3 s)
+            self._client = AsyncOpenAI(base_url=self.server.url + "/v1", api_key="test")
+        return OpenAIChatCompletionsModel("fake-model", self._client)
 
     def run(self, prompt: str = TASK, *, crash: bool = False) -> Any:
         from agents import Agent, Runner, function_tool
@@ -156,7 +158,103 @@ class OpenAIAgentsDriver:
         return answer["result"], answer["data"], False
 
 
+class GoogleADKDriver:
+    """Google ADK: ``Runner(plugins=[MimirPlugin], memory_service=MimirMemoryService)``."""
+
+    name = source = "google-adk"
+    module = "google.adk"
+    api = "gemini"
+    crash_unseen = ""
+
+    def __init__(self, mimir: Any, server: Any) -> None:
+        self.mimir, self.server = mimir, server
+        self._gemini: Any = None
+
+    def _model(self) -> Any:
+        from google.adk.models import Gemini
+
+        if self._gemini is None:  # one model (and client), as an app has
+            self._gemini = Gemini(
+                model="gemini-2.5-flash", base_url=self.server.url, client_kwargs=KEY
+            )
+        return self._gemini
+
+    def _run(self, agent: Any, prompt: str, plugins: list[Any], *, keep: bool) -> tuple[str, Any]:
+        import asyncio
+
+        from google.adk.apps import App
+        from google.adk.runners import InMemoryRunner
+        from google.genai import types
+
+        from mimir_integrations.google_adk import MimirMemoryService
+
+        async def go() -> tuple[str, Any]:
+            app = App(name="contract", root_agent=agent, plugins=plugins)
+            runner = InMemoryRunner(app=app)
+            session = await runner.session_service.create_session(app_name="contract", user_id="u")
+            message = types.Content(role="user", parts=[types.Part(text=prompt)])
+            final = ""
+            async for event in runner.run_async(
+                user_id="u", session_id=session.id, new_message=message
+            ):
+                if event.content and event.content.parts and event.content.parts[0].text:
+                    final = event.content.parts[0].text
+            done = await runner.session_service.get_session(
+                app_name="contract", user_id="u", session_id=session.id
+            )
+            if keep:  # what an app does at the end of a session
+                await MimirMemoryService(self.mimir).add_session_to_memory(done)
+            return final, done
+
+        return asyncio.run(go())
+
+    def run(self, prompt: str = TASK, *, crash: bool = False) -> Any:
+        from google.adk.agents import LlmAgent
+
+        from mimir_integrations.google_adk import MimirPlugin, mimir_tools
+
+        def deploy(target: str) -> dict[str, Any]:
+            """Deploy the service to a target."""
+            if target == "prod":
+                if crash:
+                    raise RuntimeError(FAIL_TEXT)
+                return {"status": "error", "error_message": FAIL_TEXT}
+            return {"status": "success", "report": f"deployed to {target}"}
+
+        agent = LlmAgent(
+            name="deployer",
+            model=self._model(),
+            instruction="You deploy services.",
+            tools=[deploy, *mimir_tools(self.mimir)],
+        )
+        return self._run(agent, prompt, [MimirPlugin(self.mimir)], keep=True)[0]
+
+    def invoke(self, name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any] | None, bool]:
+        from google.adk.agents import LlmAgent
+
+        from mimir_integrations.google_adk import mimir_tools
+
+        if name not in listed_schemas():  # ADK answers an unknown tool itself
+            return f"no tool named {name!r}", None, True
+        self.server.script = [(name, args)]
+        agent = LlmAgent(name="contract", model=self._model(), tools=mimir_tools(self.mimir))
+        _final, session = self._run(agent, "contract", [], keep=False)
+        [answer] = [
+            p.function_response.response
+            for e in session.events
+            for p in (e.content.parts if e.content else [])
+            if p.function_response is not None
+        ]
+        if "error" in answer:
+            return str(answer["error"]), None, True
+        return answer["result"], answer["data"], False
+
+
+KEY = {"api_key": "test-key"}  # never sent anywhere but the fake server
+
+
 DRIVERS: dict[str, type[Any]] = {
+    "google-adk": GoogleADKDriver,
     "pydantic-ai": PydanticAIDriver,
     "openai-agents": OpenAIAgentsDriver,
 }

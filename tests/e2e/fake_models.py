@@ -1,4 +1,5 @@
-"""Small fake model servers on 127.0.0.1 for host end-to-end tests (Anthropic and OpenAI APIs).
+"""Small fake model servers on 127.0.0.1 for host end-to-end tests (Anthropic, OpenAI chat
+completions, and Gemini ``generateContent``, the last with ``server.script`` only).
 
 Both follow one script language in the last user message that contains it:
 ``CALL:toolA,toolB ARGS={json}`` calls the tools one per round trip (when the host offers
@@ -60,6 +61,36 @@ def decide_script(body: dict[str, Any], script: list[tuple[str, dict[str, Any]]]
         name, args = script[len(done)]
         return {"tool": name, "args": args} if name in tools else {"text": f"(no tool {name})"}
     return {"text": "FINAL: tool said " + (_text(done[-1])[:300] if done else "nothing")}
+
+
+def decide_gemini(body: dict[str, Any], script: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """``server.script`` for a Gemini ``generateContent`` body: the calls not yet answered
+    since the last user prompt (a user turn without function responses), then the answer."""
+    contents = body.get("contents") or []
+    tools = {
+        d.get("name")
+        for t in body.get("tools") or []
+        for d in t.get("functionDeclarations") or t.get("function_declarations") or []
+    }
+
+    def responses(c: dict[str, Any]) -> list[Any]:
+        parts = c.get("parts") or []
+        return [
+            p.get("functionResponse") or p.get("function_response")
+            for p in parts
+            if p.get("functionResponse") or p.get("function_response")
+        ]
+
+    prompt = max(
+        (i for i, c in enumerate(contents) if c.get("role") == "user" and not responses(c)),
+        default=-1,
+    )
+    done = [r for c in contents[prompt + 1 :] for r in responses(c)]
+    if len(done) < len(script):
+        name, args = script[len(done)]
+        return {"tool": name, "args": args} if name in tools else {"text": f"(no tool {name})"}
+    last = json.dumps(done[-1].get("response")) if done else "nothing"
+    return {"text": "FINAL: tool said " + last[:300]}
 
 
 def decide_anthropic(body: dict[str, Any]) -> dict[str, Any]:
@@ -147,6 +178,10 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(length) or b"{}")
         path = self.path.split("?")[0].rstrip("/")
         self.server.requests.append({"path": self.path, "body": body})
+        if self.server.kind == "gemini":
+            if ":generateContent" not in path:
+                return self._json({"error": {"code": 404, "message": "not found"}}, 404)
+            return self._gemini(body)
         if self.server.kind == "anthropic":
             if path.endswith("/count_tokens"):
                 return self._json({"input_tokens": 42})
@@ -231,6 +266,17 @@ class _Handler(BaseHTTPRequestHandler):
             ]
         )
 
+    def _gemini(self, body: dict[str, Any]) -> None:
+        d = decide_gemini(body, self.server.script)
+        if "tool" in d:
+            call = {"name": d["tool"], "args": d["args"], "id": "fc_" + uuid.uuid4().hex[:8]}
+            part: dict[str, Any] = {"functionCall": call}
+        else:
+            part = {"text": d["text"]}
+        usage = {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}
+        candidate = {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP"}
+        self._json({"candidates": [candidate], "usageMetadata": usage, "modelVersion": "fake"})
+
     def _openai(self, body: dict[str, Any]) -> None:
         script = self.server.script
         d = decide_script(body, script) if script else decide_openai(body)
@@ -314,7 +360,8 @@ class _Server(ThreadingHTTPServer):
 
 @contextmanager
 def fake_model_server(kind: str) -> Iterator[_Server]:
-    """A fake ``anthropic`` (Messages) or ``openai`` (chat completions) server, in a thread."""
+    """A fake ``anthropic`` (Messages), ``openai`` (chat completions) or ``gemini``
+    (``generateContent``) server, in a thread."""
     server = _Server(kind)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -71,6 +71,43 @@ result = Runner.run_sync(agent, "deploy the billing service",
 print(result.final_output)
 """,
     ),
+    "google-adk": (
+        "google.adk",
+        "gemini",
+        """
+import asyncio
+from google.adk.agents import LlmAgent
+from google.adk.apps import App
+from google.adk.models import Gemini
+from google.adk.runners import InMemoryRunner
+from google.genai import types
+from mimir_integrations.google_adk import MimirMemoryService, MimirPlugin
+"""
+        + TOOL.replace("-> str", "-> dict")
+        .replace(
+            'raise FAILED("helm: release failed: ImagePullBackOff for billing")',
+            'return {"status": "error", "error_message": "helm: ImagePullBackOff for billing"}',
+        )
+        .replace('return f"deployed to {target}"', 'return {"report": f"deployed to {target}"}')
+        + """
+model = Gemini(model="gemini-2.5-flash", base_url=URL, client_kwargs={"api_key": "k"})
+agent = LlmAgent(name="deployer", model=model, tools=[deploy])
+memory = MimirMemoryService()
+runner = InMemoryRunner(app=App(name="ops", root_agent=agent, plugins=[MimirPlugin()]))
+
+async def main():
+    session = await runner.session_service.create_session(app_name="ops", user_id="u1")
+    message = types.Content(role="user", parts=[types.Part(text="deploy the billing service")])
+    async for event in runner.run_async(user_id="u1", session_id=session.id, new_message=message):
+        if event.is_final_response():
+            print(event.content.parts[0].text)
+    done = await runner.session_service.get_session(app_name="ops", user_id="u1",
+                                                    session_id=session.id)
+    await memory.add_session_to_memory(done)
+
+asyncio.run(main())
+""",
+    ),
 }
 
 

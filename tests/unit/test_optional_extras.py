@@ -113,6 +113,12 @@ CASES = [
         "agents",
         "import mimir_integrations.openai_agents",
     ),
+    (
+        "mimir_integrations.google_adk",
+        "google-adk",
+        "google",
+        "import mimir_integrations.google_adk",
+    ),
     ("mimir_integrations.mcp_server", "mcp", "mcp", "import mimir_integrations.mcp_server"),
     ("mimir_integrations.mcp_server", "mcp", "anyio", "import mimir_integrations.mcp_server"),
     (
