@@ -135,9 +135,9 @@ def gemini_as_chat(body: dict[str, Any]) -> dict[str, Any]:
     for content in body.get("contents") or []:
         parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
         for p in parts:
-            if "functionResponse" in p:
-                response = p["functionResponse"].get("response")
-                msgs.append({"role": "tool", "content": json.dumps(response)})
+            answer = p.get("functionResponse") or p.get("function_response")
+            if isinstance(answer, dict):
+                msgs.append({"role": "tool", "content": json.dumps(answer.get("response"))})
         text = " ".join(str(p["text"]) for p in parts if "text" in p)
         if text:
             role = "assistant" if content.get("role") == "model" else "user"
@@ -145,7 +145,7 @@ def gemini_as_chat(body: dict[str, Any]) -> dict[str, Any]:
     tools = [
         {"function": {"name": f.get("name")}}
         for t in body.get("tools") or []
-        for f in t.get("functionDeclarations") or []
+        for f in t.get("functionDeclarations") or t.get("function_declarations") or []
     ]
     return {"messages": msgs, "tools": tools}
 
@@ -225,7 +225,8 @@ class _Handler(BaseHTTPRequestHandler):
             script = self.server.script
             d = decide_script(chat, script) if script else decide_openai(chat)
             if "tool" in d:
-                part = {"functionCall": {"name": d["tool"], "args": d["args"]}}
+                call = {"name": d["tool"], "args": d["args"], "id": "fc_" + uuid.uuid4().hex[:8]}
+                part = {"functionCall": call}
             else:
                 part = {"text": d["text"]}
         reply = {
@@ -438,8 +439,8 @@ class _Server(ThreadingHTTPServer):
 
 @contextmanager
 def fake_model_server(kind: str) -> Iterator[_Server]:
-    """A fake ``anthropic`` (Messages), ``openai`` (chat completions) or ``responses``
-    (OpenAI Responses) server, in a thread."""
+    """A fake ``anthropic`` (Messages), ``openai`` (chat completions), ``responses``
+    (OpenAI Responses) or ``gemini`` (``generateContent``) server, in a thread."""
     server = _Server(kind)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
