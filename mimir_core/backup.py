@@ -455,6 +455,7 @@ class _Reader:
             data = json.loads(row["payload"])
             if isinstance(data, dict):
                 data.pop("row_mac", None)  # the row's placement binding, not a lesson field
+                data.pop("author_sig", None)  # its author's signatures: checked on import
                 lesson = Lesson.model_validate(data)
         except (ValueError, ValidationError):
             lesson = None  # imported quarantined, like a row whose payload is unreadable

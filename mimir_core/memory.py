@@ -141,6 +141,11 @@ class Mimir(LessonsMixin):
         self._signing_key_spec: str | bytes | None = signing_key
         self._signing_key_bytes: bytes | None = None
         self._signing_key_problem: str | None = None
+        # Team memory (lessons/trust.py): the author key, the trust view, untrusted lessons.
+        self._author_key: Any = None
+        self._author_published = False
+        self._trust_cache: Any = None
+        self._untrusted: dict[str, str] | None = None
         self.auto_consolidate = bool(
             auto_consolidate
             if auto_consolidate is not None
