@@ -138,6 +138,18 @@ class TryLock:
             self.fd = None
 
 
+def _revalidate(m: Mimir) -> None:
+    """Judge other authors' lessons on this installation's evidence (:mod:`.revalidate`);
+    a failure is logged, never the run's."""
+    from .revalidate import revalidate
+
+    try:
+        revalidate(m)
+    except Exception as exc:  # derived state: the next run tries again
+        log.warning("revalidation failed: %s", exc)
+        log_event(m.home, "revalidation_failed", error=str(exc))
+
+
 def lock_path(m: Mimir) -> Path:
     """The consolidation lock of this home."""
     return m.home / "locks" / "consolidate.lock"
@@ -165,6 +177,8 @@ def run(
                 "experiences",
             )
         report = _run_locked(m, dry_run=dry_run, judge=judge, force=force)
+        if not dry_run:
+            _revalidate(m)
     if judge is not None:
         report.llm_calls, report.llm_tokens = judge.usage()
     report.seconds = round(time.perf_counter() - started, 3)

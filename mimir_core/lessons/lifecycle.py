@@ -484,10 +484,15 @@ def change_status(
 def refresh_digest(m: Mimir) -> None:
     """Rewrite the hooks' digest from the active lessons that verify (never raises)."""
     try:
+        from .revalidate import CONTRADICTED, here, verdicts
+
         good: list[dict[str, Any]] = []
+        known = verdicts(m)
         for lesson, ok in load_many(m, "status = 'active'", refresh=False):
             if ok and lesson.status == "active":
-                good.append(lesson.model_dump(mode="json"))
+                verdict, tag = here(m, lesson, known)
+                if verdict != CONTRADICTED:  # quarantined here by local evidence
+                    good.append(dict(lesson.model_dump(mode="json"), **{"from": tag}))
         good.sort(key=lambda d: (-float(d.get("confidence", 0.0)), d["id"]))
         write_digest(m.home, good, signing_key(m), _evidence_texts(m, good))
     except Exception as exc:  # the digest is derived data: the next change rewrites it

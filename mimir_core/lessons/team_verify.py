@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -25,6 +25,9 @@ from ..types import Lesson
 from .authors import verify
 from .storage import _CHECKED, AUTHOR_SIG, ROW_MAC, content_message, placement_message
 from .trust import TrustView
+
+if TYPE_CHECKING:
+    from ..memory import Mimir
 
 log = logging.getLogger("mimir.lessons")
 
@@ -75,3 +78,24 @@ def check_row(row: dict[str, Any], tv: TrustView) -> tuple[Lesson, bool, str | N
     ok = ok and vector is not None and len(vector) > 0
     ok = ok and verify(pub, placement_message(str(block.get("c")), row), block.get("pm"))
     return lesson, bool(ok), None
+
+
+def by_trusted_author(m: Mimir, row: dict[str, Any]) -> bool:
+    """Whether an imported row's content is signed by a key this store's trust list trusts
+    (its placement is re-derived here; without a trust list only ``resign`` trusts a file)."""
+    from . import trust
+
+    tv = trust.view(m, fresh=True)
+    if tv is None:
+        return False
+    try:
+        data = json.loads(row.get("payload") or "")
+        block = data.get(AUTHOR_SIG)
+        kid = block.get("k")
+        pub = tv.public(kid) if isinstance(kid, str) else None
+        origin = data.get("provenance", {}).get("author")
+    except (ValueError, AttributeError):
+        return False
+    if pub is None or (isinstance(origin, str) and tv.revoked(origin)):
+        return False
+    return verify(pub, content_message(data), block.get("c"))
