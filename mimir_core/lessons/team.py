@@ -161,11 +161,15 @@ def untrusted(m: Mimir) -> list[Untrusted]:
     """Lessons not served here because of who signed them, or because local evidence
     contradicted them (:mod:`.revalidate`), with the reason."""
     from . import lifecycle
-    from .revalidate import verdicts
+    from .revalidate import CONTRADICTED, verdicts
 
+    local = verdicts(m)
+    if trust.view(m, fresh=True) is None and all(
+        v.get("verdict") != CONTRADICTED for v in local.values()
+    ):
+        return []  # a single-machine store with nothing quarantined here: no scan
     found = load_many(m, None, refresh=False)
     why = lifecycle.untrusted(m)
-    local = verdicts(m)
     out = []
     for lesson, _ok in found:
         if lesson.id in why:
