@@ -146,6 +146,20 @@ def untrusted(m: Mimir) -> dict[str, str]:
     return got
 
 
+def row_valid(m: Mimir, row: dict[str, Any]) -> tuple[Lesson, bool]:
+    """(lesson, verified) of a row with no side effect: by the HMAC key on a single-machine
+    store, by its author's signature and the trust list on a team store."""
+    from . import trust
+
+    tv = trust.view(m)
+    if tv is None:
+        return from_row(row, signing_key(m))
+    from .team_verify import check_row
+
+    lesson, ok, why = check_row(row, tv)
+    return lesson, ok and why is None
+
+
 # -- reading -------------------------------------------------------------------------------------
 
 

@@ -168,13 +168,17 @@ def bind(row: dict[str, Any], key: bytes, author: AuthorKey | None = None) -> di
 
 
 def rebind(
-    rows: list[dict[str, Any]], vectors: Any, key: bytes, author: AuthorKey | None = None
+    rows: list[dict[str, Any]],
+    vectors: Any,
+    key: bytes,
+    author: AuthorKey | None = None,
+    valid: Sequence[bool] | None = None,
 ) -> None:
     """Give re-embedded rows their new vectors (``reindex``): a row that verifies (its old
-    binding included) is bound to its new vector; one that does not keeps its payload, so it
-    still fails."""
-    for row, vec in zip(rows, vectors, strict=True):
-        ok = from_row(row, key)[1]
+    binding included; ``valid`` says which, on a team store) is bound to its new vector, and
+    signed by ``author``; one that does not keeps its payload, so it still fails."""
+    for i, (row, vec) in enumerate(zip(rows, vectors, strict=True)):
+        ok = valid[i] if valid is not None else from_row(row, key)[1]
         row["vector"] = [float(x) for x in vec]
         if ok:
             bind(row, key, author)
