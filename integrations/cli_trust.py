@@ -11,34 +11,35 @@ from typing import Any
 
 from .cli import emit, open_mimir
 
+VERBS = ("init", "whoami", "add", "remove", "list", "pin", "revalidate")
+NEEDS_KEY = {"add": "KEY (a key id or public key)", "remove": "KEY", "pin": "ADMIN_ID"}
+
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add ``mimir trust``."""
-    p = sub.add_parser("trust", parents=[common], help="team memory: whose lessons are served")
-    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
-    v = verbs.add_parser("init", parents=[common], help="become the team admin of this store")
-    v.add_argument("--name", help="this installation's name on the list")
-    verbs.add_parser("whoami", parents=[common], help="this installation's key (published)")
-    v = verbs.add_parser("add", parents=[common], help="trust a key (id or public key)")
-    v.add_argument("key")
-    v.add_argument("--name", help="the name to show for it")
-    v = verbs.add_parser("remove", parents=[common], help="revoke a key: retire its lessons")
-    v.add_argument("key")
-    v.add_argument("--reason", required=True, help="why (kept in the audit log)")
-    verbs.add_parser("list", parents=[common], help="the trust list and published keys")
-    v = verbs.add_parser("pin", parents=[common], help="accept only this admin key's lists")
-    v.add_argument("admin")
-    verbs.add_parser(
-        "revalidate", parents=[common], help="judge other authors' lessons on local evidence"
+    p = sub.add_parser(
+        "trust",
+        parents=[common],
+        help="team memory: init (become admin), whoami, add/remove KEY, list, pin ADMIN_ID, "
+        "revalidate",
     )
+    p.add_argument("verb", choices=VERBS)
+    p.add_argument("key", nargs="?", help="a key id (add, remove) or the admin key id (pin)")
+    p.add_argument("--name", help="the name to show for the key (init, add)")
+    p.add_argument("--reason", help="why a key is revoked (remove; kept in the audit log)")
     p.set_defaults(handler=cmd_trust)
 
 
 def cmd_trust(args: argparse.Namespace) -> int:
+    from mimir_core.errors import InvalidInputError
     from mimir_core.lessons import team
 
-    m = open_mimir(args)
     verb = args.verb
+    if verb in NEEDS_KEY and not args.key:
+        raise InvalidInputError("key", f"mimir trust {verb} needs {NEEDS_KEY[verb]}")
+    if verb == "remove" and not (args.reason or "").strip():
+        raise InvalidInputError("reason", "mimir trust remove needs --reason (for the audit log)")
+    m = open_mimir(args)
     if verb == "init":
         tl = team.init(m, name=args.name)
         me = team.whoami(m)
