@@ -651,7 +651,7 @@ class _Writer:
         from .lessons.lifecycle import author_key, log_event, signing_key
         from .lessons.sign import sign
         from .lessons.storage import bind, from_row, is_bound, record_heads, signable, to_row
-        from .lessons.team_verify import by_trusted_author
+        from .lessons.team_verify import author_holds, by_trusted_author
         from .redact import sanitize
         from .text import fts_text
 
@@ -710,8 +710,8 @@ class _Writer:
             self.report.reembedded += len(todo)
         me = author_key(self.m)
         for r in rows:  # verified or re-signed: their placement bound with this store's key
-            if r["id"] in bindable:
-                bind(r, key, me)
+            if r["id"] in bindable:  # an author's signatures that still hold are kept as they are
+                bind(r, key, None if author_holds(r) else me)
         with self.m.store.writing():
             added = set(self.m.store.insert_new(LESSONS, rows, key="id"))
             record_heads(self.m.store, [le for le in signed_ok if le.id in added])

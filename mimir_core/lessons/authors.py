@@ -93,19 +93,33 @@ class AuthorKey:
         return f"AuthorKey(id={self.key_id}, name={self.name!r})"
 
 
+#: Signatures already verified (digest of key, message and signature): serving verifies the same
+#: rows on every query, and an Ed25519 check costs ~0.17 ms against ~3 µs for the digest.
+_VERIFIED: dict[str, bool] = {}
+_VERIFIED_MAX = 20_000
+
+
 def verify(public: bytes, message: bytes, signature: object) -> bool:
     """Whether ``signature`` (base64) is ``public``'s Ed25519 signature of ``message``."""
     raw = unb64(signature)
     if raw is None or len(public) != 32:
         return False
+    memo = sha256_hex(b"%d:%b%b%b" % (len(message), public, raw, message))
+    known = _VERIFIED.get(memo)
+    if known is not None:
+        return known
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     try:
         Ed25519PublicKey.from_public_bytes(public).verify(raw, message)
+        ok = True
     except (InvalidSignature, ValueError):
-        return False
-    return True
+        ok = False
+    if len(_VERIFIED) >= _VERIFIED_MAX:
+        _VERIFIED.clear()
+    _VERIFIED[memo] = ok
+    return ok
 
 
 def public_of(block: Any, key_id: object) -> bytes | None:

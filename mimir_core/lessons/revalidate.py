@@ -165,8 +165,10 @@ def revalidate(m: Mimir, *, force: bool = False) -> dict[str, str]:
             "at": time.time(),
             "detail": detail[:300],
         }
-        if verdict == old.get("verdict") and old.get("sig") == lesson.signature:
-            continue
+        if verdict == PENDING or (
+            verdict == old.get("verdict") and old.get("sig") == lesson.signature
+        ):
+            continue  # only news is audited: confirmed or contradicted here
         changed[lesson.id] = verdict
         m.audit(
             "revalidate",

@@ -99,3 +99,21 @@ def by_trusted_author(m: Mimir, row: dict[str, Any]) -> bool:
     if pub is None or (isinstance(origin, str) and tv.revoked(origin)):
         return False
     return verify(pub, content_message(data), block.get("c"))
+
+
+def author_holds(row: dict[str, Any]) -> bool:
+    """Whether a row's author signatures (content and placement) verify under the public key
+    they name, whoever that is (an import keeps them, rather than signing the row itself)."""
+    from .authors import public_of
+
+    try:
+        data = json.loads(row.get("payload") or "")
+        block = data.pop(AUTHOR_SIG)
+        pub = public_of(block, block.get("k"))
+    except (ValueError, AttributeError, KeyError):
+        return False
+    if pub is None or row.get("vector") is None:
+        return False
+    return verify(pub, content_message(data), block.get("c")) and verify(
+        pub, placement_message(str(block.get("c")), row), block.get("pm")
+    )

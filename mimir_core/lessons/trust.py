@@ -183,13 +183,14 @@ def present(m: Mimir) -> bool:
 def view(m: Mimir, *, fresh: bool = False) -> TrustView | None:
     """This installation's trust view of the store (``None``: no trust list, single-machine).
 
-    Re-read when older than :data:`CACHE_SECONDS` or ``fresh``. A newer valid list moves the
-    pinned version on (and rewrites the hooks' digest: a revocation reaches the prompt at this
-    machine's next read).
+    Re-read when older than :data:`CACHE_SECONDS`, or at once with ``fresh`` on a team store
+    (a store without a list is re-checked at most that often: serving a single-machine store
+    costs no extra read). A newer valid list moves the pinned version on (and rewrites the
+    hooks' digest: a revocation reaches the prompt at this machine's next read).
     """
     cached = getattr(m, "_trust_cache", None)
     now = time.monotonic()
-    if cached is not None and not fresh and now - cached[0] < CACHE_SECONDS:
+    if cached is not None and now - cached[0] < CACHE_SECONDS and (not fresh or cached[1] is None):
         return cached[1]  # type: ignore[no-any-return]
     raw = read_raw(m)
     if raw is None:
