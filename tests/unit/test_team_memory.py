@@ -144,6 +144,7 @@ def test_revocation_retires_every_lesson_in_one_audited_step_on_every_machine(
     ctx = carol.context(NPM)
     assert one.id in ctx and "(from bob, not yet confirmed here)" in ctx
     assert one.id in {e["id"] for e in read_digest(carol.home) or []}
+    assert "(from bob, not yet confirmed here)" in render_context(carol.home, NPM)  # the hooks
     out = team.revoke(alice, author_key(bob).key_id, reason="laptop stolen")
     assert out["lessons"] == sorted([one.id, two.id])
     events = [e for e in alice.audit_log(author_key(bob).key_id) if e.event == "key_revoked"]
