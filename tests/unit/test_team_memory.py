@@ -229,6 +229,10 @@ def test_an_imported_lesson_is_revalidated_on_local_evidence(tmp_path: Path) -> 
     assert events["revalidated_contradicted"]["author"] == author_key(alice).key_id
     prov = carol.lesson_detail(good.id).provenance
     assert prov["here"] == "confirmed" and prov["confirmed_by"] == ["carol"]
+    from mimir_core.lessons.render import render_detail
+
+    shown = render_detail(carol.lesson_detail(good.id))  # `mimir show ID`
+    assert "author: alice" in shown and "confirmed on: carol" in shown
     alice.close()
     carol.close()
 
