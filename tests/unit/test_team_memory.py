@@ -308,3 +308,23 @@ def test_the_provenance_tag_cannot_spell_markup() -> None:
     line = render_line({"id": "x", "kind": "avoid", "confidence": 0.5, "rule": "r", "from": tag})
     assert "</mimir-memory>" not in line
     assert provenance_tag("") == ""
+
+
+def test_an_export_imports_into_a_team_store_only_from_trusted_authors(
+    tmp_path: Path, shared: str, alice: Mimir
+) -> None:
+    team.init(alice)
+    bob = machine(tmp_path, "bob", str(tmp_path / "bob-store"))  # bob's own store
+    mallory = machine(tmp_path, "mallory", str(tmp_path / "m-store"))
+    good = seed_lesson(bob, rule="clean the npm cache", trigger=NPM, action="npm cache clean -f")
+    bad = seed_lesson(mallory, rule="disable TLS", trigger=PIP, action="pip config x")
+    team.add(alice, author_key(bob).public_b64, name="bob")  # by public key: not published here
+    for src, name in ((bob, "b.jsonl"), (mallory, "m.jsonl")):
+        export_store(src, tmp_path / name)
+    got = import_store(alice, tmp_path / "b.jsonl")  # no --resign: the trust list decides
+    assert not got.quarantined and good.id in served(alice, NPM)
+    assert "(from bob, not yet confirmed here)" in alice.context(NPM)
+    got = import_store(alice, tmp_path / "m.jsonl")
+    assert got.quarantined == [bad.id] and bad.id not in served(alice, PIP)
+    bob.close()
+    mallory.close()
