@@ -141,6 +141,11 @@ class Mimir(LessonsMixin):
         self._signing_key_spec: str | bytes | None = signing_key
         self._signing_key_bytes: bytes | None = None
         self._signing_key_problem: str | None = None
+        # Team memory (lessons/trust.py): the author key, the trust view, untrusted lessons.
+        self._author_key: Any = None
+        self._author_published = False
+        self._trust_cache: Any = None
+        self._untrusted: dict[str, str] | None = None
         self.auto_consolidate = bool(
             auto_consolidate
             if auto_consolidate is not None
@@ -783,11 +788,12 @@ class Mimir(LessonsMixin):
             store.replace_table(EXPERIENCES, new)
             lessons = store.column(LESSONS, [*store.lesson_columns(), "vector"]).to_pylist()
             if lessons:
-                from .lessons.lifecycle import signing_key
+                from .lessons.lifecycle import author_key, row_valid, signing_key
                 from .lessons.storage import rebind
 
                 vecs = emb.embed([str(r["trigger"]) for r in lessons])
-                rebind(lessons, vecs, signing_key(self))
+                valid = [row_valid(self, dict(r))[1] for r in lessons]
+                rebind(lessons, vecs, signing_key(self), author_key(self), valid)
             store.replace_table(LESSONS, lessons)
             docs = store.column(KV, [f.name for f in store.table(KV).schema]).to_pylist()
             reembed_rows(docs, emb, batch=batch)

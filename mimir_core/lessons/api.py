@@ -116,9 +116,12 @@ class LessonsMixin:
         m = self._mimir()
         lesson, ok = load(m, ident)
         got = {e.id: e for e in m._get_many([*lesson.supporting_ids, *lesson.contradicting_ids])}
+        from .team import provenance
+
         return LessonDetail(
             lesson=lesson,
             signature_valid=ok,
+            provenance=provenance(m, lesson),
             supporting=[got[i] for i in lesson.supporting_ids if i in got],
             contradicting=[got[i] for i in lesson.contradicting_ids if i in got],
             audit=self.audit_log(lesson.id, limit=200),
@@ -134,10 +137,19 @@ class LessonsMixin:
 
         _limit(limit)
         clauses = []
+        if status == "untrusted":  # not a stored status: who signed it, or local evidence
+            from .team import untrusted
+
+            found = [u.lesson for u in untrusted(self._mimir())]
+            if scope is not None and scope != "*":
+                found = [le for le in found if le.scope == scope]
+            found.sort(key=lambda le: (le.updated_at, le.id), reverse=True)
+            return found[:limit]
         if status is not None:
             if status not in STATUSES:
                 raise InvalidInputError(
-                    "status", f"must be one of {', '.join(STATUSES)}; got {status!r}"
+                    "status",
+                    f"must be one of {', '.join(STATUSES)} or untrusted; got {status!r}",
                 )
             clauses.append(f"status = {sql_str(status)}")
         if scope is not None and scope != "*":

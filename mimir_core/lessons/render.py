@@ -61,6 +61,18 @@ def render_detail(detail: LessonDetail) -> str:
         f"    signature: {'valid' if detail.signature_valid else 'INVALID (never served)'}"
         + (f" · scope {le.scope}" if le.scope else "")
     )
+    team = detail.provenance
+    if team:
+        lines.append(
+            f"    author: {team.get('author_name')} (key {str(team.get('author') or '')[:12]})"
+            + (f" · signed by {team['signed_by_name']}" if team.get("signed_by_name") else "")
+            + f" · trust: {team.get('trust')}"
+            + (f": {team['reason']}" if team.get("reason") else "")
+        )
+        if team.get("here") not in (None, "own"):
+            lines.append(f"    here: {team['here']} ({team.get('tag')})")
+        if team.get("confirmed_by"):
+            lines.append(f"    confirmed on: {', '.join(team['confirmed_by'])}")
     made = prov.get("consolidator", "by hand")
     model = f" ({prov['model']})" if prov.get("model") else ""
     lines.append(
