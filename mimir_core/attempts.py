@@ -19,7 +19,8 @@ import re
 from typing import TYPE_CHECKING, Literal
 
 from .actions import command_signature, normalise_action
-from .store import EXPERIENCE_COLUMNS, EXPERIENCES, Store, row_experience, sql_str
+from .filters import And, Eq, Filter, Like, Or
+from .store import EXPERIENCE_COLUMNS, EXPERIENCES, Store, row_experience
 from .types import Hit
 
 if TYPE_CHECKING:
@@ -33,29 +34,28 @@ WHERE_WORDS = 6
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def _contains(word: str) -> str:
+def _contains(word: str) -> Filter:
     """A ``where`` clause: the lower-cased action contains ``word`` (``_`` and ``%`` in a LIKE
     pattern only widen it; every row is compared exactly afterwards)."""
-    return f"lower(action) LIKE {sql_str('%' + word.replace(chr(92), '%') + '%')}"
+    return Like("action", "%" + word.replace(chr(92), "%") + "%", lower=True)
 
 
-def action_where(action: str, match: Match) -> tuple[str, str | None]:
+def action_where(action: str, match: Match) -> tuple[Filter, str | None]:
     """(the ``where`` narrowing the experiences to candidate rows, the signature to compare or
     ``None`` for an exact comparison of the normalised text). A prose action (no command
     signature) is always compared exactly."""
     sig = command_signature(action) if match == "signature" else None
     tokens = sig.split() if sig else _WORD.findall(action.lower())
     words = sorted(set(tokens), key=lambda w: (-len(w), w))[:WHERE_WORDS]
-    likes = " AND ".join(_contains(w) for w in words)
-    exact = f"action = {sql_str(action)}"
-    return (f"({exact} OR ({likes}))" if likes else exact), sig
+    exact = Eq("action", action)
+    return (Or(exact, And(*(_contains(w) for w in words))) if words else exact), sig
 
 
 def find_attempts(
     store: Store,
     action: str,
     *,
-    where: list[str],
+    where: Filter | None,
     match: Match,
     qvec: npt.NDArray[np.float32] | None,
     min_similarity: float,
@@ -67,7 +67,7 @@ def find_attempts(
 
     narrow, sig = action_where(action, match)
     columns = [*EXPERIENCE_COLUMNS, "vector"] if qvec is not None else EXPERIENCE_COLUMNS
-    rows = store.select(EXPERIENCES, " AND ".join([*where, narrow]), columns)
+    rows = store.select(EXPERIENCES, And(where, narrow) if where else narrow, columns)
     key = normalise_action(action)
     same = [
         r

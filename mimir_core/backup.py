@@ -41,6 +41,7 @@ from typing import IO, TYPE_CHECKING, Any
 from pydantic import BaseModel, Field, ValidationError
 
 from .errors import BackupError, InvalidInputError, MimirError
+from .filters import In
 from .store import (
     AUDIT,
     EXPERIENCE_COLUMNS,
@@ -50,7 +51,6 @@ from .store import (
     SCHEMA_VERSION,
     experience_row,
     row_experience,
-    sql_in,
 )
 from .types import Experience, Lesson
 
@@ -602,7 +602,7 @@ class _Writer:
         getattr(self, f"_{kind}")(recs)
 
     def _present(self, table: str, column: str, values: Sequence[str]) -> set[str]:
-        found = self.m.store.select(table, sql_in(column, values), [column])
+        found = self.m.store.select(table, In(column, values), [column])
         return {str(r[column]) for r in found}
 
     def _missing(self, table: str, kind: str, recs: list[dict[str, Any]]) -> list[dict[str, Any]]:

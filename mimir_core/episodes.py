@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInputError, short
-from .store import EXPERIENCE_COLUMNS, EXPERIENCES, row_experience, sql_str
+from .filters import Eq
+from .store import EXPERIENCE_COLUMNS, EXPERIENCES, row_experience
 
 if TYPE_CHECKING:
     from .memory import Mimir
@@ -240,9 +241,7 @@ class Episodes:
     def history(self, thread_id: str) -> list[Experience]:
         """Every record of a thread, oldest first (each with its ``episode`` lineage)."""
         _require("thread_id", thread_id)
-        rows = self.mimir.store.select(
-            EXPERIENCES, f"thread_id = {sql_str(thread_id)}", EXPERIENCE_COLUMNS
-        )
+        rows = self.mimir.store.select(EXPERIENCES, Eq("thread_id", thread_id), EXPERIENCE_COLUMNS)
         exps = [row_experience(r) for r in rows]
         exps.sort(key=lambda e: (e.created_at, e.id))
         return exps

@@ -26,7 +26,8 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from .errors import BackupError, InvalidInputError
-from .store import EXPERIENCES, sql_in
+from .filters import In
+from .store import EXPERIENCES
 from .validate import build_experience, consistent_score, id_for_key
 
 if TYPE_CHECKING:
@@ -157,7 +158,7 @@ def import_mimir_learn(
     for start in range(0, len(items), batch):
         chunk = items[start : start + batch]
         ids = {id_for_key(i["idempotency_key"]): i for i in chunk}
-        have = {r["id"] for r in store.select(EXPERIENCES, sql_in("id", list(ids)), ["id"])}
+        have = {r["id"] for r in store.select(EXPERIENCES, In("id", ids), ["id"])}
         fresh = [i for key, i in ids.items() if key not in have]
         inserted: list[str] = []  # a concurrent import may store some first: not ours to count
         if fresh:
@@ -176,7 +177,7 @@ def import_mimir_learn(
     }
     if links:
         known = set(links) | set(links.values())
-        rows_now = store.select(EXPERIENCES, sql_in("id", sorted(known)), ["id", "superseded_by"])
+        rows_now = store.select(EXPERIENCES, In("id", sorted(known)), ["id", "superseded_by"])
         state = {r["id"]: r["superseded_by"] for r in rows_now}
         for old, new in sorted(links.items()):
             if old in state and new in state and state[old] is None:

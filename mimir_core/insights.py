@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from .errors import InvalidInputError, short
+from .filters import LIVE, And, Range
 from .store import EXPERIENCES, LESSONS
 from .types import OUTCOMES, Experience, Lesson
 
@@ -111,7 +112,7 @@ def activity(m: Mimir, *, days: int = 30, now: datetime | None = None) -> Activi
     labels = [(start + timedelta(days=i)).isoformat() for i in range(days)]
     since = datetime(start.year, start.month, start.day, tzinfo=timezone.utc).timestamp()
     cols = m.store.column(
-        EXPERIENCES, ["created_at", "outcome", "source"], f"created_at >= {since!r}"
+        EXPERIENCES, ["created_at", "outcome", "source"], Range("created_at", ge=since)
     )
     by_outcome = {o: [0] * days for o in OUTCOMES}
     by_source: dict[str, list[int]] = {}
@@ -142,11 +143,11 @@ def family_success(m: Mimir, *, limit: int = 8, max_experiences: int = 1000) -> 
 
     _int("limit", limit, 1, 100)
     _int("max_experiences", max_experiences, 1, 20_000)
-    where = "superseded_by IS NULL"
+    where = LIVE
     stamps = m.store.column(EXPERIENCES, ["created_at"], where).column("created_at").to_pylist()
     if len(stamps) > max_experiences:  # load the newest only (vectors are the heavy part)
         floor = sorted((float(t) for t in stamps), reverse=True)[max_experiences - 1]
-        where += f" AND created_at >= {floor!r}"
+        where = And(LIVE, Range("created_at", ge=floor))
     exps = load_exps(m.store, where)
     exps.sort(key=lambda e: (e.created_at, e.id), reverse=True)
     exps = exps[:max_experiences]

@@ -30,9 +30,10 @@ from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInputError, short
+from .filters import And, Eq, Filter, In, Not, Or, Range, StartsWith
 from .redact import redact_identifier, sanitize, sanitize_obj, well_formed
 from .scoring import Terms, hybrid_score, text_scores
-from .store import KV, sql_in, sql_str
+from .store import KV
 from .text import fts_text, unfts_text
 
 if TYPE_CHECKING:
@@ -153,12 +154,12 @@ def _ns_tuple(text: str) -> Namespace:
     return tuple(text.split(".")) if text else ()
 
 
-def _prefix_clause(prefix: Namespace) -> str | None:
-    """SQL for "namespace starts with these labels" (segment-aligned, case-sensitive)."""
+def _prefix_clause(prefix: Namespace) -> Filter | None:
+    """The filter for "namespace starts with these labels" (segment-aligned, case-sensitive)."""
     if not prefix:
         return None
     text = _ns_text(prefix)
-    return f"(namespace = {sql_str(text)} OR starts_with(namespace, {sql_str(text + '.')}))"
+    return Or(Eq("namespace", text), StartsWith("namespace", text + "."))
 
 
 def _matches(namespace: Namespace, path: Sequence[str], *, suffix: bool) -> bool:
@@ -358,8 +359,8 @@ class KVStore:
         """The Mimir store (opened on first use)."""
         return self.mimir.store
 
-    def _alive(self, now: float) -> str:
-        return f"(expires_at IS NULL OR expires_at > {now!r})"
+    def _alive(self, now: float) -> Filter:
+        return Or(Eq("expires_at", None), Range("expires_at", gt=now))
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -371,9 +372,7 @@ class KVStore:
             return []
         now = time.time()
         ids = [_item_id(validate_namespace(ns), str(key)) for ns, key in refs]
-        rows = self.store.select(
-            KV, f"{sql_in('id', set(ids))} AND {self._alive(now)}", _ROW_COLUMNS
-        )
+        rows = self.store.select(KV, And(In("id", set(ids)), self._alive(now)), _ROW_COLUMNS)
         by_id = {r["id"]: r for r in rows}
         self._refresh(rows, refresh_ttl, now)
         return [self._item(by_id[i]) if i in by_id else None for i in ids]
@@ -407,8 +406,8 @@ class KVStore:
         if filter is not None and not isinstance(filter, Mapping):
             raise InvalidInputError("filter", f"must be a dict; got {short(filter)}")
         now = time.time()
-        clauses = [c for c in (_prefix_clause(prefix), self._alive(now)) if c]
-        where = " AND ".join(clauses)
+        under = _prefix_clause(prefix)
+        where = self._alive(now) if under is None else And(under, self._alive(now))
         if limit == 0:
             return []
         if query is not None and query.strip():
@@ -423,7 +422,7 @@ class KVStore:
         return page
 
     def _recent(
-        self, where: str, flt: Mapping[str, Any] | None, wanted: int
+        self, where: Filter, flt: Mapping[str, Any] | None, wanted: int
     ) -> tuple[list[KVItem], list[dict[str, Any]]]:
         if flt:
             rows = [
@@ -435,13 +434,13 @@ class KVStore:
             slim = self.store.select(KV, where, ["id", "namespace", "key", "updated_at"])
             slim.sort(key=lambda r: (-float(r["updated_at"]), r["namespace"], r["key"]))
             ids = [r["id"] for r in slim[:wanted]]
-            rows = self.store.select(KV, sql_in("id", ids), _ROW_COLUMNS) if ids else []
+            rows = self.store.select(KV, In("id", ids), _ROW_COLUMNS) if ids else []
         rows.sort(key=lambda r: (-float(r["updated_at"]), r["namespace"], r["key"]))
         rows = rows[:wanted]
         return [self._item(r) for r in rows], rows
 
     def _ranked(
-        self, where: str, query: str, flt: Mapping[str, Any] | None, wanted: int
+        self, where: Filter, query: str, flt: Mapping[str, Any] | None, wanted: int
     ) -> tuple[list[KVItem], list[dict[str, Any]]]:
         import numpy as np
 
@@ -480,7 +479,9 @@ class KVStore:
         items = [self._item(c.row, round(c.score, 6)) for c in cands]
         rows = [c.row for c in cands]
         if exhausted and len(items) < wanted:
-            rest, rest_rows = self._recent(f"{where} AND vectors IS NULL", flt, wanted - len(items))
+            rest, rest_rows = self._recent(
+                And(where, Eq("vectors", None)), flt, wanted - len(items)
+            )
             items += rest
             rows += rest_rows
         return items, rows
@@ -499,7 +500,7 @@ class KVStore:
         if max_depth is not None and (isinstance(max_depth, bool) or max_depth < 1):
             raise InvalidInputError("max_depth", f"must be a positive integer; got {max_depth!r}")
         now = time.time()
-        clauses = [self._alive(now)]
+        clauses: list[Filter] = [self._alive(now)]
         if prefix:
             literal: list[str] = []
             for label in prefix:
@@ -508,8 +509,10 @@ class KVStore:
                 literal.append(label)
             if literal:
                 lead = validate_namespace(tuple(literal), field_name="prefix")
-                clauses.append(str(_prefix_clause(lead)))
-        table = self.store.column(KV, ["namespace"], " AND ".join(clauses))
+                under = _prefix_clause(lead)
+                if under is not None:
+                    clauses.append(under)
+        table = self.store.column(KV, ["namespace"], And(*clauses))
         names = {_ns_tuple(t) for t in table.column("namespace").to_pylist()}
         chosen = [
             ns
@@ -575,15 +578,13 @@ class KVStore:
         store = self.store
         with store.writing():
             if rows:
-                existing = store.select(
-                    KV, sql_in("id", [r["id"] for r in rows]), ["id", "created_at"]
-                )
+                existing = store.select(KV, In("id", [r["id"] for r in rows]), ["id", "created_at"])
                 created = {r["id"]: r["created_at"] for r in existing}
                 for row in rows:
                     row["created_at"] = created.get(row["id"], row["created_at"])
                 store.upsert(KV, rows)
             if deletes:
-                store.delete(KV, sql_in("id", deletes))
+                store.delete(KV, In("id", deletes))
         self._maybe_sweep()
 
     def _embed(self, rows: list[dict[str, Any]], texts_of: list[list[str]]) -> None:
@@ -630,12 +631,12 @@ class KVStore:
             if now + seconds - float(row.get("expires_at") or 0.0) > max(1.0, seconds * 0.01):
                 groups.setdefault(float(ttl), []).append(row["id"])
         for ttl, ids in groups.items():
-            self.store.update(KV, sql_in("id", ids), {"expires_at": now + ttl * 60.0})
+            self.store.update(KV, In("id", ids), {"expires_at": now + ttl * 60.0})
 
     def sweep_expired(self) -> int:
         """Delete expired documents; returns how many."""
         self._last_sweep = time.monotonic()
-        where = f"expires_at IS NOT NULL AND expires_at <= {time.time()!r}"
+        where = And(Not(Eq("expires_at", None)), Range("expires_at", le=time.time()))
         count = self.store.count(KV, where)
         if count:
             self.store.delete(KV, where)

@@ -14,6 +14,7 @@ from . import lost as _lost
 from . import spool as _spool
 from .embed import CachedEmbedder, Embedder, make_embedder
 from .errors import InvalidInputError, MimirError, NotFoundError, StoreError, short
+from .filters import LIVE, Eq, Filter, In, Range, all_of
 from .lessons import api as _lessons
 from .recall import DEFAULT_TUNING as RECALL_TUNING
 from .recall import RecallTuning
@@ -33,8 +34,6 @@ from .store import (
     Store,
     experience_row,
     row_experience,
-    sql_in,
-    sql_str,
 )
 from .text import dumps
 from .types import (
@@ -409,7 +408,7 @@ class Mimir:
                     )
                 seen.add(cursor)
                 cursor = self.get(cursor).superseded_by
-            self.store.update(EXPERIENCES, f"id = {sql_str(old_id)}", {"superseded_by": new_id})
+            self.store.update(EXPERIENCES, Eq("id", old_id), {"superseded_by": new_id})
             self.audit("api", old_id, "superseded", {"by": new_id})
 
     def forget(self, ident: str, *, with_experiences: bool = False) -> None:
@@ -427,7 +426,7 @@ class Mimir:
         )
 
         _check_text("id", ident)
-        where = f"id = {sql_str(ident)}"
+        where = Eq("id", ident)
         store = self.store
         table = EXPERIENCES if store.count(EXPERIENCES, where) else None
         if table is None and store.count(LESSONS, where):
@@ -462,7 +461,7 @@ class Mimir:
         """Experiences superseded by one of ``ids`` (just forgotten) are current again: a
         ``superseded_by`` naming a deleted experience would hide them forever."""
         if ids:
-            where = sql_in("superseded_by", list(ids))
+            where = In("superseded_by", ids)
             if self.store.count(EXPERIENCES, where):
                 self.store.update(EXPERIENCES, where, {"superseded_by": None})
 
@@ -494,18 +493,18 @@ class Mimir:
         return found[0]
 
     def _get_many(self, ids: Sequence[str]) -> list[Experience]:
-        rows = self.store.select(EXPERIENCES, sql_in("id", ids), EXPERIENCE_COLUMNS)
+        rows = self.store.select(EXPERIENCES, In("id", ids), EXPERIENCE_COLUMNS)
         return [row_experience(r) for r in rows]
 
-    def _scope_filter(self, scope: str | None) -> tuple[list[str], str | None]:
-        """(where clauses, scope to prefer) for a scope argument."""
+    def _scope_filter(self, scope: str | None) -> tuple[Filter | None, str | None]:
+        """(the filter on scope, scope to prefer) for a scope argument."""
         if scope is None:
-            return [], self.scope
+            return None, self.scope
         if not isinstance(scope, str):
             raise InvalidInputError("scope", f"must be a string; got {short(scope)}")
         if scope == ALL_SCOPES:
-            return [], None
-        return [f"scope = {sql_str(scope_key(scope, self.redact_patterns))}"], None
+            return None, None
+        return Eq("scope", scope_key(scope, self.redact_patterns)), None
 
     def recall(
         self,
@@ -525,19 +524,21 @@ class Mimir:
         _check_text("query", query)
         _check_k(k)
         self._drain_pending()
-        clauses, prefer = self._scope_filter(scope)
-        if outcome is not None:
-            clauses.append(f"outcome = {sql_str(normalize_outcome(outcome))}")
-        if since is not None:
-            clauses.append(f"created_at >= {normalize_time('since', since).timestamp()!r}")
-        if not include_superseded:
-            clauses.append("superseded_by IS NULL")
+        by_scope, prefer = self._scope_filter(scope)
+        where = all_of(
+            by_scope,
+            None if outcome is None else Eq("outcome", normalize_outcome(outcome)),
+            None
+            if since is None
+            else Range("created_at", ge=normalize_time("since", since).timestamp()),
+            None if include_superseded else LIVE,
+        )
         hits = _recall(
             self.store,
             lambda: self.embedder.embed_one(query),  # embedded while full-text search runs
             query,
             k,
-            where=" AND ".join(clauses) or None,
+            where=where,
             prefer_scope=prefer,
             half_life_days=self.half_life_days,
             now=self._now(),
@@ -559,14 +560,13 @@ class Mimir:
 
         _check_text("task", task)
         self._drain_pending()
-        clauses, prefer = self._scope_filter(scope)
-        clauses.append("superseded_by IS NULL")
+        by_scope, prefer = self._scope_filter(scope)
         rng = np.random.default_rng(seed)
         return _recommend(
             self.store,
             self.embedder.embed_one(task),
             task,
-            where=" AND ".join(clauses),
+            where=all_of(by_scope, LIVE),
             explore=bool(explore),
             rng=rng,
             half_life_days=self.half_life_days,
@@ -617,13 +617,12 @@ class Mimir:
                 "min_similarity", f"must be a number from -1 to 1; got {short(min_similarity)}"
             )
         self._drain_pending()
-        clauses, _prefer = self._scope_filter(self.scope if scope is None else scope)
-        clauses.append("superseded_by IS NULL")
+        by_scope, _prefer = self._scope_filter(self.scope if scope is None else scope)
         stored = sanitize(action.strip(), limit=MAX_ACTION, extra_patterns=self.redact_patterns)
         return find_attempts(
             self.store,
             stored,
-            where=clauses,
+            where=all_of(by_scope, LIVE),
             match="signature" if match == "signature" else "exact",
             qvec=None if task is None else self.embedder.embed_one(task),
             min_similarity=float(min_similarity),
@@ -682,8 +681,7 @@ class Mimir:
     def recent(self, n: int = 10, *, scope: str | None = None) -> list[Experience]:
         """The ``n`` most recently created experiences, newest first."""
         _check_k(n, "n")
-        clauses, _prefer = self._scope_filter(scope)
-        where = " AND ".join(clauses) or None
+        where, _prefer = self._scope_filter(scope)
         table = self.store.column(EXPERIENCES, ["id", "created_at"], where)
         if table.num_rows == 0:
             return []

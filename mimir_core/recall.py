@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .filters import Filter
 from .scoring import Scoring, Terms, hybrid_score, relevant, text_scores
 from .store import DOC, EXPERIENCES, Store, row_experience, row_text
 from .types import Hit
@@ -83,7 +84,7 @@ def decay_factor(created_at: float, now: float, half_life_days: float | None) ->
     return math.pow(0.5, age_days / half_life_days)
 
 
-def text_candidates(store: Store, query: str, *, where: str | None, limit: int) -> list[Any]:
+def text_candidates(store: Store, query: str, *, where: Filter | None, limit: int) -> list[Any]:
     """Full-text (BM25) candidates, with the columns scoring needs and their task vectors."""
     rows = store.text_search(
         EXPERIENCES, query, where=where, limit=limit, columns=[*CANDIDATE_COLUMNS, "vector"]
@@ -92,7 +93,7 @@ def text_candidates(store: Store, query: str, *, where: str | None, limit: int) 
 
 
 def vector_candidates(
-    store: Store, qvec: npt.NDArray[np.float32], *, where: str | None, limit: int
+    store: Store, qvec: npt.NDArray[np.float32], *, where: Filter | None, limit: int
 ) -> list[dict[str, Any]]:
     """Nearest candidates by cosine, with the columns scoring needs."""
     rows = store.vector_search(
@@ -106,7 +107,7 @@ def gather(
     qvec: npt.NDArray[np.float32],
     query: str,
     *,
-    where: str | None,
+    where: Filter | None,
     limit: int,
     text_rows: list[dict[str, Any]] | None = None,
     vector_rows: list[dict[str, Any]] | None = None,
@@ -166,7 +167,7 @@ def recall(
     query: str,
     k: int,
     *,
-    where: str | None,
+    where: Filter | None,
     prefer_scope: str | None,
     half_life_days: float | None,
     now: datetime,

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from .actions import command_signature, destructive_reason, normalise_action
 from .beta import jeffreys_lower_bound
+from .filters import Filter
 from .observations.tally import evidence_source, independence_weights
 from .recall import decay_factor
 from .store import DOC, EXPERIENCES, Store
@@ -374,7 +375,7 @@ def recommend(
     qvec: npt.NDArray[np.float32],
     task: str,
     *,
-    where: str | None,
+    where: Filter | None,
     explore: bool,
     rng: np.random.Generator,
     half_life_days: float | None,

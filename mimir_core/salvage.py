@@ -14,7 +14,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .store import EXPERIENCES, KV, LESSONS, sql_in
+from .filters import In
+from .store import EXPERIENCES, KV, LESSONS
 
 if TYPE_CHECKING:
     from .memory import Mimir
@@ -36,7 +37,7 @@ def reembed(m: Mimir, damaged: Mapping[str, Sequence[str]]) -> list[str]:
         columns = [f.name for f in store.table(name).schema]
         rows: list[dict[str, Any]] = []
         for start in range(0, len(ids), 500):
-            rows += store.select(name, sql_in("id", ids[start : start + 500]), columns)
+            rows += store.select(name, In("id", ids[start : start + 500]), columns)
         if name == EXPERIENCES:
             vecs = emb.embed([r["task"] for r in rows] + [r["action"] for r in rows])
             for i, row in enumerate(rows):
@@ -66,7 +67,7 @@ def redoc(m: Mimir, ids: Sequence[str]) -> str:
     columns = [f.name for f in store.table(EXPERIENCES).schema]
     rows: list[dict[str, Any]] = []
     for start in range(0, len(ids), 500):
-        rows += store.select(EXPERIENCES, sql_in("id", ids[start : start + 500]), columns)
+        rows += store.select(EXPERIENCES, In("id", ids[start : start + 500]), columns)
     for row in rows:
         row[DOC] = json.dumps({k: row[k] for k in DOC_FIELDS}, ensure_ascii=False)
     store.upsert(EXPERIENCES, rows, on="id")
@@ -93,7 +94,7 @@ def lost_evidence(m: Mimir) -> tuple[int, int, dict[str, int]]:
     wanted = sorted(set().union(*cited.values())) if cited else []
     present: set[str] = set()
     for start in range(0, len(wanted), 500):
-        found = store.select(EXPERIENCES, sql_in("id", wanted[start : start + 500]), ["id"])
+        found = store.select(EXPERIENCES, In("id", wanted[start : start + 500]), ["id"])
         present.update(str(r["id"]) for r in found)
     gone = {lid: len(ids - present) for lid, ids in cited.items() if ids - present}
     return len(wanted), len(wanted) - len(present), gone

@@ -22,19 +22,26 @@ import math
 import os
 import re
 import struct
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from .errors import EmbedderMismatchError, SchemaVersionError, StoreError
+from .filters import Filter
 from .locking import FileLock
+from .store_filters import compile_where
+from .store_filters import sql_in as sql_in
+from .store_filters import sql_str as sql_str
 from .table_scan import is_error
 from .text import context_text, fts_groups, fts_text
 from .types import Experience
 
 Row = dict[str, Any]
+#: What a read or write selects: a typed filter, or ``None`` for every row (a raw SQL string
+#: only from tests and benchmarks; see :func:`~mimir_core.store_filters.compile_where`).
+Where = Filter | str | None
 
 if TYPE_CHECKING:
     import numpy as np
@@ -108,21 +115,6 @@ RETRAIN_GROWTH = 2.0
 TRAINED_KEY = "vector_index_rows:{}"
 #: Versions older than this are removed after compaction (readers always use the latest).
 CLEANUP_AFTER = timedelta(minutes=5)
-
-
-def sql_str(value: str) -> str:
-    """A SQL string literal (single quotes doubled; lone surrogates, which UTF-8 cannot carry,
-    become ``?``, so the query runs instead of failing to encode)."""
-    value = value.encode("utf-8", "replace").decode("utf-8")
-    return "'" + value.replace("'", "''") + "'"
-
-
-def sql_in(column: str, values: Iterable[str]) -> str:
-    """``column IN ('a', 'b')``; ``false`` for no values."""
-    vals = list(values)
-    if not vals:
-        return "false"
-    return f"{column} IN ({', '.join(sql_str(v) for v in vals)})"
 
 
 _NULL_TEST = re.compile(r"\s*([A-Za-z_]\w*) IS NULL\s*")
@@ -736,39 +728,44 @@ class Store:
             )
         self.maybe_optimize(name)
 
-    def update(self, name: str, where: str, values: dict[str, Any]) -> None:
+    def update(self, name: str, where: Where, values: dict[str, Any]) -> None:
         """Update matching rows."""
+        where = compile_where(where)
         with self.lock.hold(), self._write_errors(name):
             self.table(name).update(where=where, values=values)
 
-    def delete(self, name: str, where: str) -> None:
+    def delete(self, name: str, where: Where) -> None:
         """Delete matching rows (still present in old versions until :meth:`purge`)."""
+        where = compile_where(where)
         with self.lock.hold(), self._write_errors(name):
             self.table(name).delete(where)
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def count(self, name: str, where: str | None = None) -> int:
+    def count(self, name: str, where: Where = None) -> int:
         """Number of rows (matching ``where``)."""
+        where = compile_where(where)
         with self._read_errors(name):
             return int(self.table(name).count_rows(where))
 
     def select(
         self,
         name: str,
-        where: str | None,
+        where: Where,
         columns: Sequence[str],
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
         """Rows matching ``where`` (all rows for ``None``)."""
+        where = compile_where(where)
         with self._read_errors(name):
             query = self.table(name).search()
             if where:
                 query = query.where(where)
             return list(query.select(list(columns)).limit(limit).to_list())
 
-    def column(self, name: str, columns: Sequence[str], where: str | None = None) -> pa.Table:
+    def column(self, name: str, columns: Sequence[str], where: Where = None) -> pa.Table:
         """Whole columns as an Arrow table (for scans over every row)."""
+        where = compile_where(where)
         with self._read_errors(name):
             query = self.table(name).search()
             if where:
@@ -780,13 +777,14 @@ class Store:
         name: str,
         vector: npt.NDArray[np.float32],
         *,
-        where: str | None,
+        where: Where,
         limit: int,
         columns: Sequence[str],
         column: str = "vector",
     ) -> list[dict[str, Any]]:
         """Nearest rows by cosine distance (``_distance`` = 1 - cosine: exact, or within ~0.003
         when the table's vector index answers alone)."""
+        where = compile_where(where)
         if name not in SEARCHED:
             with self._read_errors(name):
                 q = self.table(name).search(vector, vector_column_name=column)
@@ -805,11 +803,12 @@ class Store:
         name: str,
         text: str,
         *,
-        where: str | None,
+        where: Where,
         limit: int,
         columns: Sequence[str],
     ) -> list[dict[str, Any]]:
         """Best full-text (BM25) matches; an empty list when the query has no searchable word."""
+        where = compile_where(where)
         query_text = fts_text(text).strip()
         if not query_text:
             return []

@@ -123,12 +123,12 @@ def list_lessons(m: Mimir, *, status: str | None, scope: str | None, limit: int)
     """:meth:`Mimir.list_lessons`: newest first; ``untrusted`` is not a stored status, so it is
     answered from the trust view rather than the table."""
     from ..errors import InvalidInputError
-    from ..store import sql_str
+    from ..filters import Eq, all_of
     from ..validate import ALL_SCOPES, scope_key
     from .lifecycle import STATUSES, load_many
 
     _limit(limit)
-    clauses = []
+    by_status = by_scope = None
     if status == "untrusted":  # not a stored status: who signed it, or local evidence
         from .team import untrusted
 
@@ -144,10 +144,10 @@ def list_lessons(m: Mimir, *, status: str | None, scope: str | None, limit: int)
                 "status",
                 f"must be one of {', '.join(STATUSES)} or untrusted; got {status!r}",
             )
-        clauses.append(f"status = {sql_str(status)}")
+        by_status = Eq("status", status)
     if scope is not None and scope != ALL_SCOPES:  # the key as records store it
-        clauses.append(f"scope = {sql_str(scope_key(scope, m.redact_patterns))}")
-    found = [le for le, _ok in load_many(m, " AND ".join(clauses) or None)]
+        by_scope = Eq("scope", scope_key(scope, m.redact_patterns))
+    found = [le for le, _ok in load_many(m, all_of(by_status, by_scope))]
     if status is not None:  # a lesson quarantined on the way no longer has that status
         found = [le for le in found if le.status == status]
     found.sort(key=lambda le: (le.updated_at, le.id), reverse=True)
@@ -159,11 +159,12 @@ def audit_log(store: Store, subject_id: str | None, *, limit: int) -> list[Audit
     import json
     from datetime import datetime, timezone
 
-    from ..store import AUDIT, sql_str
+    from ..filters import Eq
+    from ..store import AUDIT
     from ..types import AuditEvent
 
     _limit(limit)
-    where = f"subject_id = {sql_str(subject_id)}" if subject_id is not None else None
+    where = Eq("subject_id", subject_id) if subject_id is not None else None
     rows = store.select(AUDIT, where, ["id", "ts", "actor", "subject_id", "event", "detail"])
     rows.sort(key=lambda r: (float(r["ts"]), r["id"]), reverse=True)
     out = []

@@ -59,6 +59,7 @@ def due(m: Mimir, *, now: float | None = None, new_failures: int = 0) -> bool:
 
     Checked at most once a minute per process, except right after recording failures.
     """
+    from ..filters import And, Eq, Range
     from ..store import EXPERIENCES
     from .consolidate import WATERMARK
 
@@ -74,7 +75,9 @@ def due(m: Mimir, *, now: float | None = None, new_failures: int = 0) -> bool:
         since = float(json.loads(m.store.meta().get(WATERMARK) or "{}").get("ts", 0.0))
     except ValueError:
         since = 0.0
-    failures = m.store.count(EXPERIENCES, f"outcome = 'failure' AND created_at > {since!r}")
+    failures = m.store.count(
+        EXPERIENCES, And(Eq("outcome", "failure"), Range("created_at", gt=since))
+    )
     return failures >= m.auto_consolidate_failures
 
 

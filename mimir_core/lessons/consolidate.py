@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..actions import command_signature
+from ..filters import LIVE, And, Range
 from ..spool import ensure_private_dir, replace_file
 from ..store import EXPERIENCES, LESSONS, arrow_rows
 from ..types import ConsolidationReport, GateResult, Lesson
@@ -222,7 +223,7 @@ def run(
 def _select_new(m: Mimir, force: bool) -> tuple[list[Exp], list[Exp], bool, dict[str, Any]]:
     """(new experiences, working set, full rescan?, next watermark)."""
     store = m.store
-    live = "superseded_by IS NULL"
+    live = LIVE
     total = store.count(EXPERIENCES, live)
     try:
         mark = json.loads(store.meta().get(WATERMARK, "") or "{}")
@@ -231,7 +232,7 @@ def _select_new(m: Mimir, force: bool) -> tuple[list[Exp], list[Exp], bool, dict
     new: list[Exp] = []
     full = force or not mark
     if not full:
-        new = load_exps(store, f"{live} AND created_at > {float(mark['ts'])!r}")
+        new = load_exps(store, And(live, Range("created_at", gt=float(mark["ts"]))))
         full = total != int(mark["count"]) + len(new) or len(new) > FULL_SHARE * max(total, 1)
     if full:
         new = load_exps(store, live)
@@ -251,7 +252,7 @@ def _neighbourhood(m: Mimir, new: Sequence[Exp]) -> list[Exp]:
         rows = m.store.vector_search(
             EXPERIENCES,
             e.vec,
-            where="superseded_by IS NULL",
+            where=LIVE,
             limit=NEIGHBOURS,
             columns=EXP_COLUMNS,
         )

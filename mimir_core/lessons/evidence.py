@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..actions import command_signature, normalise_action
 from ..beta import jeffreys_lower_bound
+from ..filters import LIVE, Filter, In
 from ..observations.tally import evidence_source, independence_weights
 from ..recommend import DEFAULT_TUNING
-from ..store import EXPERIENCES, Store, arrow_rows, experience_fields, sql_in
+from ..store import EXPERIENCES, Store, arrow_rows, experience_fields
 from ..types import Lesson
 from .gate import Outcome
 
@@ -119,7 +120,7 @@ class Exp:
         }
 
 
-def load_exps(store: Store, where: str | None) -> list[Exp]:
+def load_exps(store: Store, where: Filter | None) -> list[Exp]:
     """Experiences (with vectors) matching ``where``, oldest first (ties by id)."""
     exps = [Exp.from_row(r) for r in arrow_rows(store.column(EXPERIENCES, EXP_COLUMNS, where))]
     exps.sort(key=lambda e: (e.created_at, e.id))
@@ -130,7 +131,7 @@ def load_by_ids(store: Store, ids: Sequence[str]) -> list[Exp]:
     """The experiences with these ids that still exist."""
     out: list[Exp] = []
     for start in range(0, len(ids), 500):
-        out.extend(load_exps(store, sql_in("id", ids[start : start + 500])))
+        out.extend(load_exps(store, In("id", ids[start : start + 500])))
     out.sort(key=lambda e: (e.created_at, e.id))
     return out
 
@@ -275,7 +276,7 @@ def topic_of(
     rows = store.vector_search(
         EXPERIENCES,
         cen,
-        where="superseded_by IS NULL",
+        where=LIVE,
         limit=limit,
         columns=[c for c in EXP_COLUMNS if c != "vector"] + ["vector"],
     )

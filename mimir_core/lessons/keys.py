@@ -16,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..errors import SigningKeyError
+from ..filters import Eq, Not
 from ..store import LESSONS
 from .sign import coerce_key, key_file_problem, key_id, key_path, load_or_create_key, read_key
 from .storage import from_row
@@ -104,7 +105,7 @@ def _checked_key(m: Mimir) -> bytes:
             f"not quarantined"
         )
     if want != key_id(key):  # first use, or the store's lessons are all gone: this key it is
-        live = "status != 'quarantined'"  # a quarantined row proves nothing either way
+        live = Not(Eq("status", "quarantined"))  # a quarantined row proves nothing either way
         rows = store.select(LESSONS, live, ["payload", "signature", *_CHECKED_COLS], limit=50)
         if rows and not any(from_row(r, key, placement=False)[1] for r in rows):
             raise SigningKeyError(

@@ -26,7 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from ..store import META, sql_str
+from ..filters import Eq, Like
+from ..store import META
 
 if TYPE_CHECKING:
     from ..memory import Mimir
@@ -48,7 +49,7 @@ def shared(m: Mimir) -> bool:
 def _live(m: Mimir) -> list[tuple[float, str]]:
     now = time.time()
     out = []
-    for r in m.store.select(META, f"key LIKE '{PREFIX}%'", ["key", "value"]):
+    for r in m.store.select(META, Like("key", PREFIX + "%"), ["key", "value"]):
         try:
             data = json.loads(r["value"])
             if float(data["exp"]) > now:
@@ -76,4 +77,4 @@ def lease(m: Mimir, *, wait: float = WAIT) -> Iterator[bool]:
                 return
         yield True
     finally:
-        m.store.delete(META, f"key = {sql_str(key)}")
+        m.store.delete(META, Eq("key", key))

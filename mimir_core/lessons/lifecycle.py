@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..digest import write_digest
 from ..errors import InvalidInputError, MimirError, NotFoundError
+from ..filters import And, Eq, Filter, In, Like, Not
 from ..redact import sanitize
 from ..spool import ensure_private_dir
-from ..store import AUDIT, EXPERIENCES, LESSONS, sql_in, sql_str
+from ..store import AUDIT, EXPERIENCES, LESSONS
 from ..text import dumps
 from ..types import Lesson
 from ..validate import MAX_NOTE
@@ -232,7 +233,7 @@ def verified(
 
 
 def load_many(
-    m: Mimir, where: str | None, *, limit: int | None = None, refresh: bool = True
+    m: Mimir, where: Filter | None, *, limit: int | None = None, refresh: bool = True
 ) -> list[tuple[Lesson, bool]]:
     """Every (lesson, valid) matching a SQL filter over the lessons table."""
     from . import trust
@@ -267,7 +268,7 @@ def bind_legacy(
     }
     new = bind(dict(row, **derived), signing_key(m), author_key(m))
     values = dict(derived, payload=new["payload"])
-    where = f"id = {sql_str(ident)} AND signature = {sql_str(str(row.get('signature')))}"
+    where = And(Eq("id", ident), Eq("signature", str(row.get("signature"))))
     m.store.update(LESSONS, where, values)
     row.update(values)
     detail = {"reason": "placement columns (vector, text, updated_at) bound to its signature"}
@@ -279,7 +280,7 @@ def bind_legacy(
 def ensure_bound(m: Mimir) -> int:
     """Bind (or quarantine, if retargeted) every row written before placement bindings;
     returns how many rows were looked at. Cheap when there are none (one count)."""
-    where = f"payload NOT LIKE '%\"{ROW_MAC}\":%'"
+    where = Not(Like("payload", f'%"{ROW_MAC}":%'))
     if not m.store.count(LESSONS, where):
         return 0
     return len(load_many(m, where))
@@ -304,7 +305,7 @@ def quarantine_tampered(
             values["payload"] = canonical(data).decode("utf-8")
     except ValueError:
         pass
-    m.store.update(LESSONS, f"id = {sql_str(ident)}", values)
+    m.store.update(LESSONS, Eq("id", ident), values)
     event = "replay_detected" if replayed else "signature_failed"
     why = reason or (
         "an older signed version of the lesson was written back (replay)"
@@ -454,7 +455,7 @@ def save(
             )
         values = update_values(out)
         values["payload"] = bind(dict(values, vector=rows[0]["vector"]), key, me)["payload"]
-        m.store.update(LESSONS, f"id = {sql_str(out.id)}", values)
+        m.store.update(LESSONS, Eq("id", out.id), values)
         record_heads(m.store, [out])
     m.audit(actor, out.id, event, dict(detail or {}, status=out.status))
     if out.status == "active" or was_active:
@@ -502,7 +503,7 @@ def refresh_digest(m: Mimir) -> None:
 
         good: list[dict[str, Any]] = []
         known = verdicts(m)
-        for lesson, ok in load_many(m, "status = 'active'", refresh=False):
+        for lesson, ok in load_many(m, Eq("status", "active"), refresh=False):
             if ok and lesson.status == "active":
                 verdict, tag = here(m, lesson, known)
                 if verdict != CONTRADICTED:  # quarantined here by local evidence
@@ -526,7 +527,7 @@ def _evidence_texts(
     text: dict[str, tuple[str, str]] = {}
     for start in range(0, len(ids), 500):
         for r in m.store.select(
-            EXPERIENCES, sql_in("id", ids[start : start + 500]), ["id", "task", "reason"]
+            EXPERIENCES, In("id", ids[start : start + 500]), ["id", "task", "reason"]
         ):
             text[r["id"]] = (r.get("task") or "", r.get("reason") or "")
     return {lid: [text[i] for i in v if i in text] for lid, v in wanted.items()}
@@ -544,14 +545,14 @@ def forget_lesson(m: Mimir, ident: str, *, with_experiences: bool, actor: str = 
     if with_experiences:
         ids = list(dict.fromkeys([*lesson.supporting_ids, *lesson.contradicting_ids]))
         if ids:
-            present = m.store.select(EXPERIENCES, sql_in("id", ids), ["id", "scope"])
+            present = m.store.select(EXPERIENCES, In("id", ids), ["id", "scope"])
             removed = [r["id"] for r in present]
             if removed:
-                m.store.delete(EXPERIENCES, sql_in("id", removed))
+                m.store.delete(EXPERIENCES, In("id", removed))
                 m._release_superseded(removed)  # what they superseded is current again
                 m.store.purge(EXPERIENCES)
                 forget_in_digests(m, {r["scope"] or "" for r in present})
-    m.store.delete(LESSONS, f"id = {sql_str(ident)}")
+    m.store.delete(LESSONS, Eq("id", ident))
     m.store.purge(LESSONS)
     forget_head(m.store, ident)
     scrub_audit(m, [ident, *removed])
@@ -576,7 +577,7 @@ def scrub_audit(m: Mimir, ids: Sequence[str]) -> None:
     Their details can quote the forgotten text (feedback notes, reasons); the ``forgotten``
     entry written afterwards keeps the record that something was removed, and when.
     """
-    where = sql_in("subject_id", list(ids))
+    where = In("subject_id", ids)
     if ids and m.store.count(AUDIT, where):
         m.store.delete(AUDIT, where)
         m.store.purge(AUDIT)

@@ -23,7 +23,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..store import AUDIT, LESSONS, META, sql_in
+from ..filters import In, Like
+from ..store import AUDIT, LESSONS, META
 from .keys import key_problem, signing_key
 from .lifecycle import ensure_bound, load_many, log_event
 from .storage import HEAD_PREFIX, heads, record_heads
@@ -52,7 +53,7 @@ class Reconciled:
 def head_ids(m: Mimir) -> dict[str, float]:
     """Lesson id -> the ``updated_at`` of its head, for every head in ``meta``."""
     out: dict[str, float] = {}
-    for row in m.store.select(META, f"key LIKE '{HEAD_PREFIX}%'", ["key", "value"]):
+    for row in m.store.select(META, Like("key", HEAD_PREFIX + "%"), ["key", "value"]):
         ident = str(row["key"])[len(HEAD_PREFIX) :]
         try:
             out[ident] = float(json.loads(row["value"])["u"])
@@ -77,7 +78,7 @@ def report_missing(m: Mimir) -> list[str]:
         return gone
     told = {
         str(r["key"])[len(MISSING_PREFIX) :]
-        for r in m.store.select(META, sql_in("key", [MISSING_PREFIX + i for i in gone]), ["key"])
+        for r in m.store.select(META, In("key", [MISSING_PREFIX + i for i in gone]), ["key"])
     }
     fresh = [i for i in gone if i not in told]
     why = "its row is gone from the lessons table but its head remains: deleted outside Mimir"
@@ -109,9 +110,9 @@ def acknowledge_missing(m: Mimir, ident: str) -> bool:
     """Forget a lesson deleted outside Mimir (drop its head and marker); ``False`` if it has no
     head."""
     keys = [HEAD_PREFIX + ident, MISSING_PREFIX + ident]
-    if not m.store.count(META, sql_in("key", keys[:1])):
+    if not m.store.count(META, In("key", keys[:1])):
         return False
-    m.store.delete(META, sql_in("key", keys))
+    m.store.delete(META, In("key", keys))
     m.audit("api", ident, "forgotten", {"table": LESSONS, "row": "already missing"})
     return True
 
@@ -125,7 +126,7 @@ def reconcile(m: Mimir) -> tuple[list[str], list[str]]:
     ids = [le.id for le, _ok in pairs]
     latest: dict[str, float] = {}
     for start in range(0, len(ids), 500):
-        where = sql_in("subject_id", ids[start : start + 500])
+        where = In("subject_id", ids[start : start + 500])
         for r in m.store.select(AUDIT, where, ["subject_id", "ts"]):
             sid = str(r["subject_id"])
             latest[sid] = max(latest.get(sid, 0.0), float(r["ts"] or 0.0))

@@ -142,14 +142,12 @@ def judge(m: Mimir, lesson: Lesson) -> tuple[str, str]:
 def revalidate(m: Mimir, *, force: bool = False) -> dict[str, str]:
     """Judge every active lesson of another author not yet judged in its current version;
     returns lesson id → new verdict. Each changed verdict is audited (the author's news)."""
-    from ..store import sql_str
+    from ..filters import And, Eq, Like, Not
     from .lifecycle import author_key, load_many, log_event, refresh_digest
 
     me = author_key(m)
     own = '%"author":"' + me.key_id + '"%'  # canonical JSON: no spaces
-    where = (
-        f"status = 'active' AND payload LIKE '%\"author\":\"%' AND payload NOT LIKE {sql_str(own)}"
-    )
+    where = And(Eq("status", "active"), Like("payload", '%"author":"%'), Not(Like("payload", own)))
     mine = verdicts(m)
     changed: dict[str, str] = {}
     for lesson, ok in load_many(m, where, refresh=False):

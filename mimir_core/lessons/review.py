@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..store import sql_str
+from ..filters import Has
 from ..types import GateResult, Lesson
 from .evidence import Exp, apply_evidence, feedback_scores, load_exps, topic_of
 from .gate import breaker
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def attributed(m: Mimir, lesson_id: str) -> list[Exp]:
     """Experiences recorded with the lesson in context (``recalled_lesson_ids``)."""
-    return load_exps(m.store, f"array_has(recalled_lesson_ids, {sql_str(lesson_id)})")
+    return load_exps(m.store, Has("recalled_lesson_ids", lesson_id))
 
 
 def measure(m: Mimir, lesson: Lesson) -> tuple[Lesson, bool, GateResult]:

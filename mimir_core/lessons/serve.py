@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..digest import MAX_ITEMS, render_block
 from ..errors import InvalidInputError, short
+from ..filters import LIVE, And, Eq, Filter, Or
 from ..scoring import Scoring, Terms, hybrid_score, relevant
-from ..store import EXPERIENCES, LESSONS, sql_str
+from ..store import EXPERIENCES, LESSONS
 from ..types import Lesson
 from ..validate import ALL_SCOPES, scope_key
 from . import trust
@@ -81,11 +82,11 @@ def relevant_lessons(
     if scope is not None and not isinstance(scope, str):
         raise InvalidInputError("scope", f"must be a string; got {short(scope)}")
     store = m.store
-    where = "status = 'active'"
+    where: Filter = Eq("status", "active")
     prefer = m.scope if scope is None else None
     if scope not in (None, ALL_SCOPES):
         key = scope_key(str(scope), m.redact_patterns)  # as records store it
-        where += f" AND (scope = {sql_str(key)} OR scope = '')"
+        where = And(where, Or(Eq("scope", key), Eq("scope", "")))
     if store.count(LESSONS, where) == 0:
         return []  # nothing to serve: don't even embed the query
     qvec = m.embedder.embed_one(query)
@@ -95,7 +96,7 @@ def relevant_lessons(
     near = {
         r["id"]: 1.0 - float(r["_distance"])
         for r in store.vector_search(
-            EXPERIENCES, qvec, where="superseded_by IS NULL", limit=NEIGHBOURS, columns=["id"]
+            EXPERIENCES, qvec, where=LIVE, limit=NEIGHBOURS, columns=["id"]
         )
     }
     terms = Terms(query)

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ..store import LESSONS, META, Store, sql_in, sql_str
+from ..filters import Eq, Filter, In
+from ..store import LESSONS, META, Store
 from ..text import fts_text
 from ..types import Lesson
 from .sign import canonical, sha256_hex, sign, verify
@@ -254,7 +255,7 @@ def verify_mac(key: bytes, row: Mapping[str, Any], mac: str) -> bool:
 
 
 def select_rows(
-    store: Store, where: str | None, *, limit: int | None = None
+    store: Store, where: Filter | None, *, limit: int | None = None
 ) -> list[dict[str, Any]]:
     """Lesson rows (without vectors) matching ``where``."""
     return store.select(LESSONS, where, LESSON_COLUMNS, limit)
@@ -262,7 +263,7 @@ def select_rows(
 
 def rows_by_id(store: Store, ids: Sequence[str]) -> list[dict[str, Any]]:
     """Lesson rows for these ids (any status)."""
-    return select_rows(store, sql_in("id", ids)) if ids else []
+    return select_rows(store, In("id", ids)) if ids else []
 
 
 # -- replay detection: the latest signed version of each lesson --------------------------------
@@ -290,7 +291,7 @@ def heads(store: Store, ids: Sequence[str]) -> dict[str, Head]:
     wanted = list(dict.fromkeys(ids))
     for start in range(0, len(wanted), 500):
         keys = [HEAD_PREFIX + i for i in wanted[start : start + 500]]
-        for row in store.select(META, sql_in("key", keys), ["key", "value"]):
+        for row in store.select(META, In("key", keys), ["key", "value"]):
             try:
                 data = json.loads(row["value"])
                 out[row["key"][len(HEAD_PREFIX) :]] = (float(data["u"]), str(data["s"]))
@@ -302,7 +303,7 @@ def heads(store: Store, ids: Sequence[str]) -> dict[str, Head]:
 
 def forget_head(store: Store, ident: str) -> None:
     """Drop a forgotten lesson's head."""
-    store.delete(META, f"key = {sql_str(HEAD_PREFIX + ident)}")
+    store.delete(META, Eq("key", HEAD_PREFIX + ident))
 
 
 def is_replay(lesson: Lesson, head: Head | None) -> bool:

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..store import LESSONS, sql_str
+from ..filters import And, Eq
+from ..store import LESSONS
 from ..types import Lesson
 from . import trust
 from .lifecycle import author_key, load_many, log_event, refresh_digest, signing_key, verified
@@ -84,7 +85,7 @@ def endorse_legacy(m: Mimir) -> int:
         if not ok:
             continue
         new = bind(dict(row), key, me)
-        where = f"id = {sql_str(lesson.id)} AND signature = {sql_str(str(row['signature']))}"
+        where = And(Eq("id", lesson.id), Eq("signature", str(row["signature"])))
         m.store.update(LESSONS, where, {"payload": new["payload"]})
         count += 1
     return count

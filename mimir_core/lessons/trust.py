@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MimirError
+from ..filters import Eq, Like
 from ..spool import ensure_private_dir, replace_file
-from ..store import META, sql_str
+from ..store import META
 from .authors import ADMIN_FILE, AuthorKey, key_id_of, load_or_create, public_of, unb64, verify
 from .sign import canonical
 
@@ -122,7 +123,7 @@ def read_raw(m: Mimir) -> str | None:
     # as Store.meta: a store being created has no meta table yet, so no trust list either
     if META not in store._tables and META not in store._table_names():
         return None
-    rows = store.select(META, f"key = {sql_str(TRUST_KEY)}", ["key", "value"])
+    rows = store.select(META, Eq("key", TRUST_KEY), ["key", "value"])
     return str(rows[0]["value"]) if rows else None
 
 
@@ -233,7 +234,7 @@ def view(m: Mimir, *, fresh: bool = False) -> TrustView | None:
 
 def registry(m: Mimir) -> dict[str, dict[str, Any]]:
     """Public keys installations published in the store, by id (self-claimed names)."""
-    rows = m.store.select(META, f"key LIKE '{REGISTRY_PREFIX}%'", ["key", "value"])
+    rows = m.store.select(META, Like("key", REGISTRY_PREFIX + "%"), ["key", "value"])
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
         try:

@@ -15,8 +15,9 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..filters import LIVE, And, Eq, Filter, In, Not
 from ..spool import replace_file
-from ..store import DOC, EXPERIENCES, sql_str
+from ..store import DOC, EXPERIENCES
 from ..validate import ALL_SCOPES
 from . import attempt_digest as ad
 from .policy import Line, task_start_lines
@@ -56,13 +57,13 @@ def context_lines(
     other string that project only. ``skip``: normalised actions a lesson already covers."""
     from ..validate import scope_key
 
-    where = "superseded_by IS NULL"
+    where = LIVE
     here_scope: str | None = m.scope
     if scope == ALL_SCOPES:
         here_scope = None
     elif scope is not None:
         here_scope = scope_key(scope, m.redact_patterns)
-        where += f" AND scope = {sql_str(here_scope)}"
+        where = And(LIVE, Eq("scope", here_scope))
     if m.store.count(EXPERIENCES) == 0:
         return []
     here, elsewhere = Tallies(), Tallies()
@@ -72,20 +73,18 @@ def context_lines(
     return task_start_lines(here, elsewhere, skip=skip)
 
 
-def on_topic(m: Mimir, qvec: Any, where: str) -> list[dict[str, Any]]:
+def on_topic(m: Mimir, qvec: Any, where: Filter) -> list[dict[str, Any]]:
     """The experiences within :data:`TOPIC_FLOOR` of ``qvec``, as documents.
 
     One action repeated many times (a looping agent, or a source forging records) must not
     fill every candidate place and hide the other actions tried on the task: when the nearest
     :data:`CANDIDATES` are all on topic, the search runs again without the actions that already
     have :data:`ENOUGH_ROWS` rows, up to :data:`ROUNDS` times."""
-    from ..store import sql_in
-
     found: dict[str, dict[str, Any]] = {}
     per_action: dict[str, int] = {}
     skipped: list[str] = []
     for _round in range(ROUNDS):
-        clause = where if not skipped else f"{where} AND NOT ({sql_in('action', skipped)})"
+        clause = where if not skipped else And(where, Not(In("action", skipped)))
         rows = m.store.vector_search(
             EXPERIENCES, qvec, where=clause, limit=CANDIDATES, columns=["_rowid", DOC]
         )
@@ -118,12 +117,13 @@ def tool_lines(
     akey = normalise_action(action)
     if not akey:
         return []
-    where = ["superseded_by IS NULL"]
+    by_scope = None
     here_scope = m.scope if scope is None else (None if scope == ALL_SCOPES else scope)
     if here_scope is not None:
         from ..validate import scope_key
 
-        where.append(f"scope = {sql_str(scope_key(here_scope, m.redact_patterns))}")
+        by_scope = Eq("scope", scope_key(here_scope, m.redact_patterns))
+    where: Filter = LIVE if by_scope is None else And(LIVE, by_scope)
     qvec = m.embedder.embed_one(task) if task else None
     own = find_attempts(
         m.store,
@@ -141,7 +141,7 @@ def tool_lines(
         mine.add_record(_record(hit.experience))
     tasks = Tallies()
     if qvec is not None:
-        for row in on_topic(m, qvec, " AND ".join(where)):
+        for row in on_topic(m, qvec, where):
             tasks.add_record(row)
     tally = mine.get(akey)
     if tally is not None:
@@ -222,7 +222,7 @@ def rebuild(m: Mimir, scopes: Sequence[str] | None = None) -> int:
     for scope in scopes:
         rows = m.store.select(
             EXPERIENCES,
-            f"scope = {sql_str(scope)} AND superseded_by IS NULL",
+            And(Eq("scope", scope), LIVE),
             [DOC, "vector"],
         )
         found = [(doc, row["vector"]) for row in rows if (doc := _document(row)) is not None]
