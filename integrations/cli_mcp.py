@@ -99,7 +99,7 @@ def _serve(args: argparse.Namespace, front: Any) -> int:
     from mimir_core.settings import MimirSettings, load_settings
 
     from .cli import open_mimir
-    from .mcp_http import check_bind
+    from .http_guard import check_bind
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
     if args.http:

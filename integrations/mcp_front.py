@@ -37,9 +37,10 @@ import sys
 import threading
 from typing import Any
 
+from mimir_core.answer_cache import AnswerCache, files_fingerprint
+
 log = logging.getLogger("mimir.mcp")
 
-CACHE_VERSION = 1
 #: Requests answered early when cached (besides ``initialize``); none has side effects.
 LISTINGS = frozenset({"tools/list", "server/discover"})
 PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
@@ -77,19 +78,9 @@ def _id_bytes(ident: Any) -> bytes | None:
 
 
 def fingerprint(package_dirs: dict[str, str]) -> str | None:
-    """What the cached answers were made by: Python, and the size and mtime of the files that
-    shape them. ``None`` when the SDK cannot be found (the front then answers nothing)."""
-    parts = [sys.version, sys.executable]
-    for pkg, *rest in (*_MIMIR_FILES, *_SDK_FILES):
-        base = package_dirs.get(pkg)
-        if base is None:
-            return None
-        try:
-            st = os.stat(os.path.join(base, *rest))
-        except OSError:
-            return None
-        parts.append(f"{pkg}/{'/'.join(rest)}:{st.st_size}:{st.st_mtime_ns}")
-    return "\n".join(parts)
+    """What the cached answers were made by (Mimir's tool specs and server, and the SDK);
+    ``None`` when the SDK cannot be found (the front then answers nothing)."""
+    return files_fingerprint(package_dirs, (*_MIMIR_FILES, *_SDK_FILES))
 
 
 def package_dirs() -> dict[str, str]:
@@ -107,55 +98,6 @@ def package_dirs() -> dict[str, str]:
             if pkg not in found and os.path.isfile(os.path.join(entry or ".", pkg, "__init__.py")):
                 found[pkg] = os.path.abspath(os.path.join(entry or ".", pkg))
     return found
-
-
-class EarlyCache:
-    """The SDK's answers, by request key, valid for one :func:`fingerprint`."""
-
-    def __init__(self, path: str, fp: str) -> None:
-        self.path = path
-        self.fp = fp
-        self.entries: dict[str, str] = {}
-        self._lock = threading.Lock()
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-            if data.get("version") == CACHE_VERSION and data.get("fingerprint") == fp:
-                self.entries = {str(k): str(v) for k, v in data["entries"].items()}
-        except (OSError, ValueError, AttributeError, KeyError, TypeError):
-            pass
-
-    def get(self, key: str) -> str | None:
-        with self._lock:
-            return self.entries.get(key)
-
-    def clear(self) -> None:
-        """Forget every answer (one of them proved stale)."""
-        with self._lock:
-            self.entries = {}
-        self._save()
-
-    def put(self, key: str, result: str) -> None:
-        """Store one answer and rewrite the file atomically."""
-        with self._lock:
-            if self.entries.get(key) == result:
-                return
-            self.entries[key] = result
-        self._save()
-
-    def _save(self) -> None:
-        with self._lock:
-            body = {"version": CACHE_VERSION, "fingerprint": self.fp, "entries": self.entries}
-            text = json.dumps(body, ensure_ascii=False)
-        try:
-            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-            tmp = f"{self.path}.{os.getpid()}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            log.warning("cannot write %s: %s", self.path, exc)
 
 
 _END = b"\x00mimir-front-end\n"
@@ -207,7 +149,7 @@ def _write_all(fd: int, data: bytes) -> None:
 class EarlyFront:
     """Owns the real stdin/stdout; the SDK gets pipes (see the module docstring)."""
 
-    def __init__(self, cache: EarlyCache | None) -> None:
+    def __init__(self, cache: AnswerCache | None) -> None:
         self.cache = cache
         self.live = False  # the SDK is serving: no more early answers
         self._lock = threading.Lock()  # decisions, and writes to the real stdout
@@ -397,7 +339,7 @@ def start(home: str) -> EarlyFront | None:
     """Start the front for a stdio server whose home is ``home`` (``None`` if it cannot be)."""
     try:
         fp = fingerprint(package_dirs())
-        cache = EarlyCache(os.path.join(home, "cache", "mcp-early.json"), fp) if fp else None
+        cache = AnswerCache(os.path.join(home, "cache", "mcp-early.json"), fp) if fp else None
         front = EarlyFront(cache)
         front.start()
         return front

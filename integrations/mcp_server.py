@@ -35,17 +35,15 @@ Runnable example (offline, in process; ``pip install 'mimir-lessons[mcp]'``)::
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mimir_core import __version__, tools
+from mimir_core import __version__, tool_serving
 from mimir_core.background import Maintainer
 from mimir_core.extras import requires_extra
-from mimir_core.fence import json_text
-from mimir_core.tool_io import MAX_DATA_CHARS, cap_data
-from mimir_core.tools import AGENT_INSTRUCTIONS, TOOLS, ToolSpec
+from mimir_core.tool_serving import ToolServer
+from mimir_core.tools import AGENT_INSTRUCTIONS, TOOLS, ToolOutput, ToolSpec
 
 if TYPE_CHECKING:
     from mimir_core.memory import Mimir
@@ -63,8 +61,6 @@ SOURCE = "mcp"
 #: JSON-RPC "invalid params": an unknown prompt or resource, a missing or bad argument.
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-#: The `mimir_context` prompt when nothing is known about the task.
-NOTHING_KNOWN = "Mimir has no lessons or past attempts relevant to this task yet."
 
 
 def render_tool(spec: ToolSpec) -> MCPTool:
@@ -85,20 +81,13 @@ def render_tool(spec: ToolSpec) -> MCPTool:
     )
 
 
-def run_tool(
-    mimir: Mimir, name: str, arguments: dict[str, Any] | None, session: str | None = None
-) -> CallToolResult:
-    """Run a tool; every failure becomes an ``isError`` result with a message naming the cause."""
-    out = tools.run_tool(mimir, name, arguments, source=SOURCE, session=session)
+def render_result(out: ToolOutput) -> CallToolResult:
+    """A tool's output as an MCP result; a failure is an ``isError`` result naming the cause."""
     if out.is_error:
-        return _error(out.text)
+        return CallToolResult(content=[TextContent(type="text", text=out.text)], is_error=True)
     return CallToolResult(
         content=[TextContent(type="text", text=out.text)], structured_content=out.data
     )
-
-
-def _error(message: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
 class MimirMCPServer(MCPServer[Any]):
@@ -112,9 +101,7 @@ class MimirMCPServer(MCPServer[Any]):
         #: host session): evidence counts by independent session, not by volume.
         self.session_id = f"mcp-{uuid.uuid4().hex[:16]}"
         self._tools = [render_tool(spec) for spec in TOOLS]
-        # Writes one at a time: concurrent HTTP clients writing at once only made the store
-        # retry its commits ("commit conflict"), each retry holding its request's memory.
-        self._write_lock = threading.Lock()
+        self.runner = ToolServer(lambda: self.maintainer.mimir, source=SOURCE)
 
     def _begin(self) -> None:
         # Upkeep (store, model, spool, consolidation) starts with the first request, not at
@@ -152,22 +139,8 @@ class MimirMCPServer(MCPServer[Any]):
         """Run the tool off the event loop so that other sessions stay responsive."""
         self._begin()
         session = _client_session(context) or self.session_id
-        return await anyio.to_thread.run_sync(self._run, name, arguments, session)
-
-    def _run(
-        self, name: str, arguments: dict[str, Any] | None, session: str | None = None
-    ) -> CallToolResult:
-        try:
-            mimir = self.maintainer.mimir
-        except Exception as exc:  # bad configuration: every call says why
-            return _error(f"cannot open Mimir: {type(exc).__name__}: {exc}")
-        if name in _READ_ONLY:
-            return run_tool(mimir, name, arguments, session or self.session_id)
-        with self._write_lock:
-            return run_tool(mimir, name, arguments, session or self.session_id)
-
-
-_READ_ONLY = frozenset(spec.name for spec in TOOLS if spec.read_only)
+        out = await anyio.to_thread.run_sync(self.runner.call, name, arguments, session)
+        return render_result(out)
 
 
 def _client_session(context: Any) -> str | None:
@@ -211,40 +184,27 @@ def build_server(
 
 
 def _resource_call(fn: Callable[[Mimir], Any], what: str) -> Callable[[MimirMCPServer], str]:
-    from mimir_core.errors import InvalidInputError, MimirError, NotFoundError
-
     def read(server: MimirMCPServer) -> str:
         try:
             data = fn(server.maintainer.mimir)
-        except NotFoundError as exc:  # -32602, as for a URI no resource matches
-            raise ResourceNotFoundError(f"{what}: {exc}") from None
-        except InvalidInputError as exc:  # a bad template argument: the client's mistake
-            raise MCPError(INVALID_PARAMS, f"{what}: {exc}", {"uri": what}) from None
-        except (MimirError, OSError) as exc:  # a bad setting, an unusable home: say which
-            raise ResourceError(f"{what}: {type(exc).__name__}: {exc}") from None
-        except Exception as exc:  # a bug: named like a tool's, never a bare "Error reading"
-            log.exception("resource %s failed", what)
-            raise ResourceError(f"{what}: internal error: {type(exc).__name__}: {exc}") from None
-        # A resource may be attached to a prompt whole: cap it like a tool result (x2), and
-        # write it so that its text spells no tag and hides nothing (escapes: the data is exact).
-        return json_text(cap_data(data, 2 * MAX_DATA_CHARS), indent=1)
+        except Exception as exc:
+            kind, named = tool_serving.failure(exc), f"{type(exc).__name__}: {exc}"
+            if kind == "not_found":  # -32602, as for a URI no resource matches
+                raise ResourceNotFoundError(f"{what}: {exc}") from None
+            if kind == "invalid":  # a bad template argument: the client's mistake
+                raise MCPError(INVALID_PARAMS, f"{what}: {exc}", {"uri": what}) from None
+            if kind == "internal":  # a bug: named like a tool's, never a bare "Error reading"
+                log.exception("resource %s failed", what)
+                raise ResourceError(f"{what}: internal error: {named}") from None
+            raise ResourceError(f"{what}: {named}") from None  # a bad setting, an unusable home
+        return tool_serving.resource_text(data)
 
     return read
 
 
 def _add_resources(server: MimirMCPServer) -> None:
-    from mimir_core.tools import lesson_data
-
-    lessons = _resource_call(
-        lambda m: {
-            "lessons": [
-                lesson_data(le).model_dump(mode="json")
-                for le in m.list_lessons(status="active", limit=100)
-            ]
-        },
-        "mimir://lessons",
-    )
-    stats = _resource_call(lambda m: m.stats().model_dump(mode="json"), "mimir://stats")
+    lessons = _resource_call(tool_serving.active_lessons, "mimir://lessons")
+    stats = _resource_call(tool_serving.store_stats, "mimir://stats")
     json_type = "application/json"
 
     @server.resource("mimir://lessons", name="lessons", mime_type=json_type)
@@ -255,11 +215,8 @@ def _add_resources(server: MimirMCPServer) -> None:
     @server.resource("mimir://lessons/{lesson_id}", name="lesson", mime_type=json_type)
     def lesson(lesson_id: str) -> str:
         """One lesson with its supporting and contradicting experiences and its audit trail."""
-        detail = _resource_call(
-            lambda m: m.lesson_detail(lesson_id).model_dump(mode="json"),
-            f"mimir://lessons/{lesson_id}",
-        )
-        return detail(server)
+        uri = f"mimir://lessons/{lesson_id}"
+        return _resource_call(lambda m: tool_serving.lesson_detail(m, lesson_id), uri)(server)
 
     @server.resource("mimir://stats", name="stats", mime_type=json_type)
     def store_stats() -> str:
@@ -275,12 +232,12 @@ def _add_resources(server: MimirMCPServer) -> None:
     def mimir_context(task: str) -> str:
         """Read at the start of a task: its lessons and what was observed on tasks like it
         (what failed here, what worked instead), fenced as data."""
-        from mimir_core.errors import InvalidInputError, MimirError
-
         try:
-            text = server.maintainer.mimir.context(task)
-        except InvalidInputError as exc:
-            raise MCPError(INVALID_PARAMS, f"mimir_context: {exc}") from None
-        except (MimirError, OSError) as exc:  # a bad setting, an unusable home: say which
+            return tool_serving.context_prompt(server.maintainer.mimir, task)
+        except Exception as exc:
+            kind = tool_serving.failure(exc)
+            if kind == "invalid":
+                raise MCPError(INVALID_PARAMS, f"mimir_context: {exc}") from None
+            if kind == "internal":
+                raise
             raise MCPError(INTERNAL_ERROR, f"mimir_context: {type(exc).__name__}: {exc}") from None
-        return text or NOTHING_KNOWN

@@ -132,7 +132,7 @@ def test_context_prompt_shows_what_failed_here_from_the_first_repeat(
 ) -> None:
     """The prompt a host reads at a task's start carries the observations, fenced, with no
     lesson admitted yet; a task with no history gets a plain sentence."""
-    from mimir_integrations.mcp_server import NOTHING_KNOWN
+    from mimir_core.tool_serving import NOTHING_KNOWN
 
     task = "deploy the billing service to staging"
     for tool, args in (

@@ -17,7 +17,8 @@ pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 from mcp_proc import INIT, free_port, http_server, mcp_cmd, server_env
 
-from mimir_integrations.mcp_http import Limits, rebinding_guard
+from mimir_integrations.http_guard import Limits
+from mimir_integrations.mcp_http import rebinding_guard
 
 pytestmark = [pytest.mark.e2e]
 
