@@ -42,7 +42,6 @@ with requires_extra("mimir_integrations.google_adk", "google-adk"):
 SOURCE = "google-adk"
 NOTE_KEY = "mimir_memory"  # where a tool result carries Mimir's note
 
-
 #: ADK/Gemini ``Content`` s in the OpenAI chat format Mimir reads (Mimir's note dropped).
 openai_messages = partial(gemini_messages, drop_key=NOTE_KEY)
 
@@ -122,8 +121,7 @@ class MimirTool(BaseTool):  # type: ignore[misc]
 
     def __init__(self, schema: dict[str, Any], memory: RunMemory) -> None:
         super().__init__(name=schema["name"], description=schema["description"])
-        self._schema = schema
-        self._memory = memory
+        self._schema, self._memory = schema, memory
 
     def _get_declaration(self) -> Any:
         return types.FunctionDeclaration(
