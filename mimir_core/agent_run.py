@@ -13,10 +13,13 @@ is empty.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from hashlib import sha256
 from typing import TYPE_CHECKING, Any
 
 from .observations.tool_call import note_after_failure, note_before
@@ -75,6 +78,49 @@ def _json(value: Any) -> str:
         return str(value)
 
 
+def error_text(exc: BaseException) -> str:
+    """How a tool's exception is recorded: its type and message."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def tool_schemas(names: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Mimir's tools (all, or those ``names``) as JSON schemas, for a framework's tool type."""
+    from .conversation import function_schemas
+
+    return [s for s in function_schemas() if names is None or s["name"] in names]
+
+
+class Notes(dict[str, str]):
+    """Call id -> text, bounded (the oldest goes first): what an adapter remembers between a
+    framework's callbacks about a call (its real error, the note for the model)."""
+
+    def __init__(self, limit: int = 512) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def keep(self, key: str, value: str) -> None:
+        if not key or not value:
+            return
+        self[key] = value
+        while len(self) > self.limit:
+            self.pop(next(iter(self)))
+
+
+async def off_thread(fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
+    """``fn(*args)`` on a worker thread (the store blocks); a failure is logged and ``default``
+    answered: the conversation goes on without memory rather than stopping the agent."""
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except Exception as exc:
+        log.warning("mimir: %s failed: %s", getattr(fn, "__name__", "call"), exc)
+        return default
+
+
+async def maybe_await(value: Any) -> Any:
+    """``value``, awaited when a framework's callback answered an awaitable."""
+    return await value if inspect.isawaitable(value) else value
+
+
 def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     """The latest user request of an OpenAI-format history ("" when none)."""
     turns = split_turns(list(messages))
@@ -103,6 +149,7 @@ class RunMemory:
         self.budget_chars = budget_chars
         self.cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, str]] = {}
+        self.notes = Notes()  # call id -> the repeat guard's note, from guard() to settle()
 
     def context(self, query: str) -> str:
         """The fenced lessons and evidence for ``query`` ("" when none or on failure)."""
@@ -129,6 +176,36 @@ class RunMemory:
         """The repeat guard's note for this call ("" when it has no history here)."""
         return note_before(self.mimir, tool, args, task=task, scope=self.scope)
 
+    def guard(
+        self, call_id: str, tool: str, args: object, history: Sequence[Mapping[str, Any]]
+    ) -> str:
+        """:meth:`before_tool` on the task of ``history``; the note is also kept under
+        ``call_id`` for :meth:`settle` (for a framework whose callbacks split the call)."""
+        note = self.before_tool(tool, args, task=last_user_text(history))
+        self.notes.keep(call_id, note)
+        return note
+
+    def settle(
+        self,
+        call_id: str,
+        tool: str,
+        args: Any,
+        history: Sequence[Mapping[str, Any]],
+        error: Any = None,
+        *,
+        run_id: str | None = None,
+        session_id: str | None = None,
+    ) -> str:
+        """After the call ``call_id``: the note :meth:`guard` kept. When it failed (``error``
+        is what it said) the failure is recorded now (:meth:`call_failed`), and unless the
+        guard spoke, the note is what was tried before on this task."""
+        note = self.notes.pop(call_id, "")
+        if error is None:
+            return note
+        keys = {"run_id": run_id, "session_id": session_id}
+        said = self.call_failed(history, call_id, tool, args, error, **keys)
+        return note or said
+
     def tool_failed(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -137,6 +214,7 @@ class RunMemory:
         *,
         run_id: str | None = None,
         session_id: str | None = None,
+        thread: str | None = None,
     ) -> str:
         """``messages`` end with the failed call's result: record that failure now (the same
         record :meth:`record_run` makes later) and return what was tried before on this task."""
@@ -145,11 +223,47 @@ class RunMemory:
         wanted = action_text(tool, args if isinstance(args, Mapping) else {"input": args})
         items = [
             i
-            for i in self._items(messages, run_id, session_id)
+            for i in self._items(messages, run_id, session_id, thread=thread)
             if i["outcome"] != "success" and i["action"] == wanted
         ]
         self._record(items)
         return note
+
+    def call_failed(
+        self,
+        history: Sequence[Mapping[str, Any]],
+        call_id: str,
+        tool: str,
+        args: Any,
+        error: Any,
+        *,
+        run_id: str | None = None,
+        session_id: str | None = None,
+    ) -> str:
+        """:meth:`tool_failed` for a framework that reports a failed call apart from its
+        history: the call (unless ``history`` has it) and its ``error`` are added first.
+        ``args`` may be the call's JSON text."""
+        args = parse_args(args)
+        messages = list(history)
+        if not any(c.get("id") == call_id for m in messages for c in m.get("tool_calls") or []):
+            messages.append(call_message([(call_id, tool, args)]))
+        messages.append(tool_message(call_id, error, failed=True))
+        return self.tool_failed(messages, tool, args, run_id=run_id, session_id=session_id)
+
+    def search(self, query: str, k: int = 5) -> list[Any]:
+        """The ``k`` lessons and past attempts most relevant to ``query``
+        (:func:`mimir_core.retrieval.retrieve`; [] on failure)."""
+        from .retrieval import retrieve
+
+        try:
+            return list(retrieve(self.mimir, query, k, scope=self.scope))
+        except Exception as exc:  # memory must never stop the agent
+            log.warning("mimir: search failed: %s", exc)
+            return []
+
+    def answer(self, tool: str, arguments: Any) -> dict[str, Any]:
+        """A call of Mimir's tool ``tool`` as a JSON-ready answer (:func:`tool_answer`)."""
+        return tool_answer(self.mimir, tool, arguments, source=self.source)
 
     def record_run(
         self,
@@ -158,9 +272,14 @@ class RunMemory:
         run_id: str | None = None,
         session_id: str | None = None,
         last_turn_only: bool = True,
+        thread: str | None = None,
     ) -> int:
-        """Record the attempts of the run's last turn (or of every turn); how many items."""
-        items = self._items(messages, run_id, session_id, last_turn_only=last_turn_only)
+        """Record the attempts of the run's last turn (or of every turn); how many items.
+        ``thread`` (a framework's conversation thread) makes the same attempt in another
+        thread another record."""
+        items = self._items(
+            messages, run_id, session_id, last_turn_only=last_turn_only, thread=thread
+        )
         self._record(items)
         return len(items)
 
@@ -171,9 +290,10 @@ class RunMemory:
         session_id: str | None,
         *,
         last_turn_only: bool = True,
+        thread: str | None = None,
     ) -> list[dict[str, Any]]:
         try:
-            return turn_records(
+            items = turn_records(
                 list(messages),
                 source=self.source,
                 session_id=session_id,
@@ -184,6 +304,11 @@ class RunMemory:
         except Exception as exc:  # memory must never stop the agent
             log.warning("mimir: could not read the run: %s", exc)
             return []
+        if thread is not None:
+            for item in items:
+                item["thread_id"] = thread
+                item["idempotency_key"] += ":" + sha256(thread.encode()).hexdigest()[:16]
+        return items
 
     def _record(self, items: list[dict[str, Any]]) -> None:
         if not items:
@@ -194,6 +319,27 @@ class RunMemory:
             log.warning("mimir: could not record the run: %s", exc)
             return
         self.forget_cached()
+
+
+def parse_args(raw: Any) -> Any:
+    """A tool call's arguments: JSON text parsed (``{"input": text}`` when it is not JSON, ``{}``
+    when empty); anything else as it is."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw or "{}")
+    except ValueError:
+        return {"input": raw}
+
+
+def tool_answer_json(mimir: Any, name: str, raw: str, *, source: str) -> str:
+    """:func:`tool_answer` for a framework that hands a tool its arguments as JSON text and
+    takes its answer as text; arguments that are not JSON are an ``error`` answer."""
+    try:
+        args = json.loads(raw or "{}")
+    except ValueError as exc:
+        return json.dumps({"error": f"arguments are not JSON: {exc}"})
+    return json.dumps(tool_answer(mimir, name, args, source=source), ensure_ascii=False)
 
 
 def tool_answer(mimir: Any, name: str, arguments: Any, *, source: str) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import hook_entries
+from ..claude_hooks import answer
 from ..hosts import host
 from .payload import from_claude_code
 
@@ -30,25 +32,8 @@ MCP_NAME = "mimir"
 
 def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
     """Capture one Claude Code event; the answer carries lessons and past attempts when some
-    are relevant, and the repeat guard before a tool runs."""
-    ev = from_claude_code(payload)
-    if ev.kind == "ignore" or not ctx.claim(ev):
-        return None
-    ctx.capture.handle(ev)
-    if ev.name in ("PreCompact", "SessionEnd"):
-        ctx.background(ev.name)
-    if ev.name == "SessionStart":
-        ctx.capture.reset_context(ev.session_id)
-    if not ev.inject or (ev.kind == "tool" and ev.ok):
-        return None
-    said = ctx.answer(ev)
-    out: dict[str, Any] = {"hookEventName": ev.name}
-    if said.text:
-        out["additionalContext"] = said.text
-    if said.ask:  # MIMIR_GUARD_ASK_AFTER: the user confirms a command that never worked here
-        out["permissionDecision"] = "ask"
-        out["permissionDecisionReason"] = said.ask
-    return {"hookSpecificOutput": out} if len(out) > 1 else None
+    are relevant, and the repeat guard before a tool runs (:func:`..claude_hooks.answer`)."""
+    return answer(from_claude_code(payload), ctx)
 
 
 # -- setup -------------------------------------------------------------------------------------
@@ -56,35 +41,19 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
 
 def hooks_config(command: str) -> dict[str, list[dict[str, Any]]]:
     """The ``hooks`` entries Mimir adds (the same shape for settings.json and the plugin)."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for event in EVENTS:
-        entry: dict[str, Any] = {
-            "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]
-        }
-        if event in TOOL_EVENTS:
-            entry = {"matcher": "*", **entry}
-        out[event] = [entry]
-    return out
-
-
-def _is_ours(entry: Any) -> bool:
-    hooks = entry.get("hooks") if isinstance(entry, dict) else None
-    return isinstance(hooks, list) and any(
-        isinstance(h, dict) and "hook claude-code" in str(h.get("command", "")) for h in hooks
+    return hook_entries.command_entries(
+        EVENTS, command, timeout=HOOK_TIMEOUT, matcher="*", matcher_events=TOOL_EVENTS
     )
+
+
+_is_ours = hook_entries.owned_by("claude-code")
 
 
 def setup(env: SetupEnv) -> list[str]:
     """Merge the hooks into ``~/.claude/settings.json`` and add the MCP server."""
     path = env.user_home / ".claude" / "settings.json"
-    settings = env.read_json(path)
-    hooks = settings.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise env.error(f"{path}: 'hooks' is not an object; fix it by hand first")
-    for event, entries in hooks_config(env.hook_command("claude-code")).items():
-        kept = [e for e in hooks.get(event) or [] if not _is_ours(e)]
-        hooks[event] = [*kept, *entries]
-    done = [env.write_json(path, settings, "hooks for " + ", ".join(EVENTS))]
+    ours = hooks_config(env.hook_command("claude-code"))
+    done = [hook_entries.install(env, path, ours, _is_ours)]
     done.append(
         env.run_host_cli(
             "claude",
@@ -108,22 +77,7 @@ def setup(env: SetupEnv) -> list[str]:
 def uninstall(env: SetupEnv) -> list[str]:
     """Remove exactly the hooks and the MCP server that setup added."""
     path = env.user_home / ".claude" / "settings.json"
-    done: list[str] = []
-    if path.exists():
-        settings = env.read_json(path)
-        hooks = settings.get("hooks")
-        if isinstance(hooks, dict):
-            for event in list(hooks):
-                entries = hooks[event]
-                if isinstance(entries, list):
-                    kept = [e for e in entries if not _is_ours(e)]
-                    if kept:
-                        hooks[event] = kept
-                    else:
-                        del hooks[event]
-            if not hooks:
-                del settings["hooks"]
-            done.append(env.write_json(path, settings, "Mimir's hooks removed"))
+    done = hook_entries.uninstall(env, path, _is_ours)
     done.append(
         env.run_host_cli(
             "claude",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import hook_entries
+from ..claude_hooks import answer
 from ..hosts import host
 from .payload import from_codex
 
@@ -37,25 +38,9 @@ TRUST_NOTE = (
 
 
 def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
-    """Capture one Codex event; answer with lessons, past attempts or the repeat guard."""
-    ev = from_codex(payload)
-    if ev.kind == "ignore" or not ctx.claim(ev):
-        return None
-    ctx.capture.handle(ev)
-    if ev.name in ("PreCompact", "SessionEnd"):
-        ctx.background(ev.name)
-    if ev.name == "SessionStart":
-        ctx.capture.reset_context(ev.session_id)
-    if not ev.inject or (ev.kind == "tool" and ev.ok):
-        return None
-    said = ctx.answer(ev)
-    out: dict[str, Any] = {"hookEventName": ev.name}
-    if said.text:
-        out["additionalContext"] = said.text
-    if said.ask and ev.kind == "pretool":
-        out["permissionDecision"] = "ask"
-        out["permissionDecisionReason"] = said.ask
-    return {"hookSpecificOutput": out} if len(out) > 1 else None
+    """Capture one Codex event; answer with lessons, past attempts or the repeat guard
+    (:func:`..claude_hooks.answer`)."""
+    return answer(from_codex(payload), ctx)
 
 
 # -- setup -------------------------------------------------------------------------------------
@@ -68,30 +53,18 @@ def codex_home(env: SetupEnv) -> Path:
 
 
 def hooks_config(command: str) -> dict[str, list[dict[str, Any]]]:
-    """The ``hooks`` entries Mimir adds to ``hooks.json``."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for event in EVENTS:
-        # No ``matcher``: Codex then runs the hook for every tool (its matcher is a regex).
-        out[event] = [{"hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]}]
-    return out
+    """The ``hooks`` entries Mimir adds to ``hooks.json``; no ``matcher``: Codex then runs the
+    hook for every tool (its matcher is a regex)."""
+    return hook_entries.command_entries(EVENTS, command, timeout=HOOK_TIMEOUT)
 
 
-def _is_ours(entry: Any) -> bool:
-    hooks = entry.get("hooks") if isinstance(entry, dict) else None
-    return isinstance(hooks, list) and any(
-        isinstance(h, dict) and "hook codex" in str(h.get("command", "")) for h in hooks
-    )
+_is_ours = hook_entries.owned_by("codex")
 
 
 def setup(env: SetupEnv) -> list[str]:
     """Merge the hooks into ``hooks.json`` and add the MCP server."""
     path = codex_home(env) / "hooks.json"
-    data = env.read_json(path)
-    hooks = data.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise env.error(f"{path}: 'hooks' is not an object; fix it by hand first")
-    hook_entries.merge(hooks, hooks_config(env.hook_command("codex")), _is_ours)
-    done = [env.write_json(path, data, "hooks for " + ", ".join(EVENTS))]
+    done = [hook_entries.install(env, path, hooks_config(env.hook_command("codex")), _is_ours)]
     done.append(
         env.run_host_cli(
             "codex",
@@ -106,12 +79,7 @@ def setup(env: SetupEnv) -> list[str]:
 
 def uninstall(env: SetupEnv) -> list[str]:
     """Remove exactly the hooks and the MCP server that setup added."""
-    path = codex_home(env) / "hooks.json"
-    done: list[str] = []
-    if path.exists():
-        data = env.read_json(path)
-        hook_entries.remove(data, _is_ours)
-        done.append(env.write_json(path, data, "Mimir's hooks removed"))
+    done = hook_entries.uninstall(env, codex_home(env) / "hooks.json", _is_ours)
     done.append(
         env.run_host_cli("codex", ["mcp", "remove", MCP_NAME], what="the MCP server", undo=None)
     )

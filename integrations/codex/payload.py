@@ -7,18 +7,19 @@ Codex 0.171 sends Claude-Code-shaped payloads on stdin (``session_id``, ``turn_i
 the failure signal is read where Codex wrote it just before the hook ran: the session's
 transcript (``transcript_path``), whose ``item_completed`` line for the call (its id is the
 hook's ``tool_use_id``) carries ``exit_code`` and ``status``. An object ``tool_response`` (an
-MCP tool's result) is judged like Claude Code's.
+MCP tool's result) is judged like Claude Code's. The rest is the shared
+:func:`mimir_core.capture.hook_payload.decode`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from mimir_core.capture.events import Event
-
-from ..claude_code.payload import judge_response
+from mimir_core.capture.hook_payload import decode, judge_response
 
 HOST = "codex"
 _KIND = {
@@ -63,7 +64,7 @@ def call_outcome(transcript: str, call_id: str) -> dict[str, Any] | None:
     return None
 
 
-def judge(payload: dict[str, Any]) -> tuple[bool, bool, str]:
+def judge(payload: Mapping[str, Any]) -> tuple[bool, bool, str]:
     """(ok, interrupted, error) of a ``PostToolUse``: the transcript's exit code and status
     first, else the ``tool_response`` object; a bare text with no record says nothing failed."""
     response = payload.get("tool_response")
@@ -87,22 +88,4 @@ def judge(payload: dict[str, Any]) -> tuple[bool, bool, str]:
 
 def from_codex(payload: dict[str, Any]) -> Event:
     """The :class:`Event` of one Codex hook payload (``ignore`` for other events)."""
-    name = str(payload.get("hook_event_name") or "")
-    kind = _KIND.get(name, "ignore")
-    ev = Event(
-        host=HOST,
-        kind=kind,
-        session_id=str(payload.get("session_id") or "unknown"),
-        name=name,
-        cwd=str(payload.get("cwd") or ""),
-        inject=name in INJECT_EVENTS,
-    )
-    if kind == "task":
-        ev.text = str(payload.get("prompt") or "")
-    elif kind in ("tool", "pretool"):
-        ev.tool = str(payload.get("tool_name") or "tool")
-        ev.tool_input = payload.get("tool_input")
-        ev.event_id = str(payload.get("tool_use_id") or "")
-        if kind == "tool":
-            ev.ok, ev.interrupted, ev.error = judge(payload)
-    return ev
+    return decode(payload, host=HOST, kinds=_KIND, inject=INJECT_EVENTS, judge=judge)

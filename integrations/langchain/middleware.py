@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from hashlib import sha256
 from typing import Any
 
+from mimir_core.agent_run import RunMemory, last_user_text
 from mimir_core.extras import requires_extra
 from mimir_core.graph_steps import mark_tool_errors
-from mimir_core.observations.tool_call import note_after_failure, note_before, with_note
-from mimir_core.turns import action_text, split_turns, turn_records
+from mimir_core.observations.tool_call import with_note
 
-from .tools import SOURCE, get_tools, open_mimir
+from .tools import SOURCE, get_tools
 
 with requires_extra("mimir_integrations.langchain", "langchain"):
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
     from langchain_core.messages import SystemMessage, ToolMessage, convert_to_openai_messages
     from langchain_core.tools import BaseTool
-
-log = logging.getLogger("mimir.langchain")
 
 
 def openai_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
@@ -54,33 +49,22 @@ class MimirMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         cache_seconds: float = 60.0,
     ) -> None:
         super().__init__()
-        self.mimir = open_mimir(mimir)
-        self.budget_chars = budget_chars
-        self.scope = scope
-        self.cache_seconds = cache_seconds
+        self.memory = RunMemory(
+            mimir,
+            source=SOURCE,
+            scope=scope,
+            budget_chars=budget_chars,
+            cache_seconds=cache_seconds,
+        )
+        self.mimir = self.memory.mimir
         self.tools: list[BaseTool] = get_tools(self.mimir) if tools else []
-        self._cache: dict[str, tuple[float, str]] = {}
 
     # -- lessons before the model call ---------------------------------------------------------
 
     def lessons_for(self, messages: Sequence[Any]) -> str:
-        """The lessons for the latest user request ("" when none or on failure)."""
-        turns = split_turns(openai_messages(messages))
-        query = turns[-1].user_text if turns else ""
-        if not query:
-            return ""
-        hit = self._cache.get(query)
-        if hit is not None and time.monotonic() - hit[0] < self.cache_seconds:
-            return hit[1]
-        try:
-            text = str(self.mimir.context(query, budget_chars=self.budget_chars, scope=self.scope))
-        except Exception as exc:  # memory must never stop the agent
-            log.warning("mimir: lessons unavailable: %s", exc)
-            return ""
-        self._cache[query] = (time.monotonic(), text)
-        if len(self._cache) > 256:
-            self._cache.pop(next(iter(self._cache)))
-        return text
+        """The lessons for the latest user request ("" when none or on failure; cached and
+        failing open in :meth:`RunMemory.context`)."""
+        return self.memory.context(last_user_text(openai_messages(messages)))
 
     def _with_lessons(self, request: ModelRequest, lessons: str) -> ModelRequest:
         if not lessons:
@@ -129,8 +113,7 @@ class MimirMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     def _note_before(self, request: Any) -> str:
         """The repeat guard: this very call failed here before on this task ("" when not)."""
         call = request.tool_call
-        task = self._task(request)
-        return note_before(self.mimir, call["name"], call.get("args"), task=task, scope=self.scope)
+        return self.memory.before_tool(call["name"], call.get("args"), task=self._task(request))
 
     def _after_tool(self, request: Any, result: Any, note: str) -> Any:
         """The result, with the guard's note (or, after a failure, what was tried before on
@@ -138,67 +121,39 @@ class MimirMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         if not isinstance(result, ToolMessage):
             return result
         if result.status == "error":
-            if not note:  # asked before the failure is recorded: "before" means before this
-                call = request.tool_call
-                task = self._task(request)
-                note = note_after_failure(
-                    self.mimir, call["name"], call.get("args"), task=task, scope=self.scope
-                )
-            self._tool_failed(request, result)
+            said = self._tool_failed(request, result)  # "before" means before this failure
+            note = note or said
         return result.model_copy(update={"content": with_note(result.content, note)})
 
     def _task(self, request: Any) -> str:
-        turns = split_turns(openai_messages((request.state or {}).get("messages") or []))
-        return turns[-1].user_text if turns else ""
+        return last_user_text(openai_messages((request.state or {}).get("messages") or []))
 
-    def _tool_failed(self, request: Any, message: ToolMessage) -> None:
+    def _tool_failed(self, request: Any, message: ToolMessage) -> str:
+        """Record the failed call now; what was tried before on this task."""
         call = request.tool_call
-        messages = [*((request.state or {}).get("messages") or []), message]
-        action = action_text(call["name"], call.get("args") or {})
-        thread = _thread_of(getattr(request, "runtime", None))
-        items = [
-            i
-            for i in self._items(messages, thread)
-            if i["outcome"] != "success" and i["action"] == action
-        ]
-        self._record(items)
+        history = [*((request.state or {}).get("messages") or []), message]
+        return self.memory.tool_failed(
+            openai_messages(history),
+            call["name"],
+            call.get("args") or {},
+            run_id=_turn_id(history),
+            thread=_thread_of(getattr(request, "runtime", None)),
+        )
 
     # -- the run's attempts after it -----------------------------------------------------------
 
     def after_agent(self, state: Any, runtime: Any) -> None:
-        self._record(self._items(state.get("messages") or [], _thread_of(runtime)))
+        self._record(state.get("messages") or [], runtime)
         return None
 
     async def aafter_agent(self, state: Any, runtime: Any) -> None:
-        items = self._items(state.get("messages") or [], _thread_of(runtime))
-        await asyncio.to_thread(self._record, items)
+        await asyncio.to_thread(self._record, state.get("messages") or [], runtime)
         return None
 
-    def _items(self, messages: Sequence[Any], thread: str | None) -> list[dict[str, Any]]:
-        try:
-            items = turn_records(
-                openai_messages(messages),
-                source=SOURCE,
-                scope=self.scope,
-                last_turn_only=True,
-                run_id=_turn_id(messages),
-            )
-        except Exception as exc:
-            log.warning("mimir: could not read the run: %s", exc)
-            return []
-        for item in items:  # the same attempt in another thread is another record
-            item["thread_id"] = thread
-            if thread is not None:
-                item["idempotency_key"] += ":" + sha256(thread.encode()).hexdigest()[:16]
-        return items
-
-    def _record(self, items: list[dict[str, Any]]) -> None:
-        if not items:
-            return
-        try:
-            self.mimir.record_many(items)
-        except Exception as exc:  # memory must never stop the agent
-            log.warning("mimir: could not record the run: %s", exc)
+    def _record(self, messages: Sequence[Any], runtime: Any) -> None:
+        self.memory.record_run(
+            openai_messages(messages), run_id=_turn_id(messages), thread=_thread_of(runtime)
+        )
 
 
 def _failed_message(request: Any, exc: BaseException) -> ToolMessage:

@@ -219,6 +219,24 @@ def test_middleware_records_tool_failures_and_the_run_once(m: Mimir) -> None:
     assert m.stats().experiences == 2
 
 
+def test_middleware_lessons_come_from_run_memory_and_refresh_after_a_record(m: Mimir) -> None:
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    from mimir_core.agent_run import RunMemory
+
+    mw = MimirMiddleware(m, cache_seconds=3600)
+    assert isinstance(mw.memory, RunMemory) and mw.memory.cache_seconds == 3600
+    ask = [HumanMessage("deploy the billing service", id="h1")]
+    action = 'deploy {"target": "prod"}'
+    m.record_failure("deploy the billing service", action, "timeout")
+    assert mw.lessons_for(ask) == ""  # one failure: nothing to say yet
+    m.record_failure("deploy the billing service", action, "timeout", session_id="b")
+    assert mw.lessons_for(ask) == ""  # cached
+    failed = ToolMessage("ImagePullBackOff", tool_call_id="c1", status="error")
+    mw.after_agent({"messages": [*ask, call("deploy", {"target": "prod"}, "c1"), failed]}, None)
+    assert "<mimir-memory>" in mw.lessons_for(ask)  # the run's record dropped the cache
+
+
 def test_a_tool_that_crashes_the_run_is_still_recorded(m: Mimir) -> None:
     @tool
     def deploy(target: str) -> str:

@@ -14,45 +14,22 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_hosts import FAILING, WORKING, CliHome
 from fake_models import fake_model_server
 from npm_tools import host_cli, host_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-BIN = Path(sys.executable).parent
-FAILING = "make deploy-staging"
-WORKING = "./scripts/deploy.sh staging billing"
 MAKE_ERROR = "No rule to make target 'deploy-staging'"
 
 
 @pytest.fixture(scope="module")
 def codex() -> Path:
     return host_cli("@openai/codex", "0.171.0", "codex")
-
-
-def mimir_cli(env: dict[str, str], *args: str) -> str:
-    out = subprocess.run(
-        [str(BIN / "mimir"), *args], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
-def billing_project(home: Path) -> Path:
-    """A git project whose Makefile has no ``deploy-staging`` target and whose script works."""
-    project = home / "billing"
-    (project / ".git").mkdir(parents=True)
-    (project / "Makefile").write_text("test:\n\t@echo tests pass\n")
-    deploy = project / "scripts" / "deploy.sh"
-    deploy.parent.mkdir()
-    deploy.write_text('#!/bin/sh\necho "deployed $2 to $1"\n')
-    deploy.chmod(0o755)
-    return project
 
 
 def provider_config(url: str) -> str:
@@ -101,9 +78,8 @@ def developer_texts(body: dict[str, Any]) -> list[str]:
     ]
 
 
-def test_setup_capture_inject_uninstall(codex: Path, tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    project = billing_project(home)
+def test_setup_capture_inject_uninstall(codex: Path, cli_home: CliHome) -> None:
+    home, project = cli_home.home, cli_home.project
     codex_dir = home / ".codex"
     codex_dir.mkdir()
     user_hook = {"hooks": [{"type": "command", "command": "true", "timeout": 5}]}
@@ -115,9 +91,9 @@ def test_setup_capture_inject_uninstall(codex: Path, tmp_path: Path) -> None:
     with fake_model_server("responses") as server:
         config = codex_dir / "config.toml"
         config.write_text(provider_config(server.url))
-        said = mimir_cli(env, "setup", "codex")
+        said = cli_home.mimir(env, "setup", "codex")
         assert "codex mcp add" in said and "/hooks" in said
-        mimir_cli(env, "setup", "codex")  # idempotent
+        cli_home.mimir(env, "setup", "codex")  # idempotent
         data = json.loads(hooks_json.read_text())["hooks"]
         assert data["PostToolUse"][0] == user_hook and len(data["PostToolUse"]) == 2
         assert data["PreToolUse"][0]["hooks"][0]["command"].endswith("hook codex")
@@ -137,21 +113,11 @@ def test_setup_capture_inject_uninstall(codex: Path, tmp_path: Path) -> None:
     # (b) The repeated make: the PreToolUse repeat guard reaches the next request.
     guard = [t for t in developer_texts(second[1]) if "failed here before on this task" in t]
     assert guard and FAILING in guard[0], developer_texts(second[1])
-    hooks_log = home / ".mimir" / "logs" / "hooks.log"
-    assert not hooks_log.exists(), hooks_log.read_text()[-3000:]
+    cli_home.assert_hooks_quiet()
 
-    from mimir_core import Mimir
+    exp = cli_home.captured_failure("codex")
+    assert MAKE_ERROR in exp.reason
 
-    m = Mimir(home / ".mimir", embedder="hash")
-    try:
-        assert m.ingest().ingested >= 1
-        failures = [h.experience for h in m.recall("deploy billing", outcome="failure", scope="*")]
-        exp = next(e for e in failures if e.source == "codex")
-        assert exp.action == FAILING and MAKE_ERROR in exp.reason
-        assert exp.scope == str(project.resolve())
-    finally:
-        m.close()
-
-    mimir_cli(env, "uninstall", "codex")
+    cli_home.mimir(env, "uninstall", "codex")
     assert json.loads(hooks_json.read_text()) == {"hooks": {"PostToolUse": [user_hook]}}
     assert "mcp_servers.mimir" not in (codex_dir / "config.toml").read_text()

@@ -16,44 +16,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_hosts import FAILING, MAKE_ERROR, WORKING, CliHome
 from fake_models import fake_model_server
 from npm_tools import host_cli, host_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-BIN = Path(sys.executable).parent
-FAILING = "make deploy-staging"
-WORKING = "./scripts/deploy.sh staging billing"
-MAKE_ERROR = "No rule to make target"
-
 
 @pytest.fixture(scope="module")
 def copilot() -> Path:
     return host_cli("@github/copilot", "1.0.102", "copilot")
-
-
-def mimir_cli(env: dict[str, str], *args: str) -> str:
-    out = subprocess.run(
-        [str(BIN / "mimir"), *args], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
-def billing_project(home: Path) -> Path:
-    project = home / "billing"
-    (project / ".git").mkdir(parents=True)
-    (project / "Makefile").write_text("test:\n\t@echo tests pass\n")
-    deploy = project / "scripts" / "deploy.sh"
-    deploy.parent.mkdir()
-    deploy.write_text('#!/bin/sh\necho "deployed $2 to $1"\n')
-    deploy.chmod(0o755)
-    return project
 
 
 def session(copilot: Path, home: Path, project: Path, server: Any, prompt: str) -> list[Any]:
@@ -87,9 +63,8 @@ def session(copilot: Path, home: Path, project: Path, server: Any, prompt: str) 
     return [r["body"] for r in server.requests if r["path"].endswith("/chat/completions")]
 
 
-def test_setup_capture_inject_uninstall(copilot: Path, tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    project = billing_project(home)
+def test_setup_capture_inject_uninstall(copilot: Path, cli_home: CliHome) -> None:
+    home, project = cli_home.home, cli_home.project
     config = home / ".copilot"
     config.mkdir()
     user_hook = {"type": "command", "bash": "true", "timeoutSec": 5}
@@ -100,8 +75,8 @@ def test_setup_capture_inject_uninstall(copilot: Path, tmp_path: Path) -> None:
     originals = {p: p.read_bytes() for p in (settings, mcp)}
     env = host_env(home, copilot)
 
-    mimir_cli(env, "setup", "copilot")
-    mimir_cli(env, "setup", "copilot")  # idempotent
+    cli_home.mimir(env, "setup", "copilot")
+    cli_home.mimir(env, "setup", "copilot")  # idempotent
     hooks = json.loads(settings.read_text())["hooks"]
     assert hooks["postToolUse"][0] == user_hook and len(hooks["postToolUse"]) == 2
     assert hooks["preToolUse"][0]["bash"].endswith("hook copilot")
@@ -134,21 +109,11 @@ def test_setup_capture_inject_uninstall(copilot: Path, tmp_path: Path) -> None:
     # (b) The repeated make: the preToolUse repeat guard reaches the next request.
     after_make = json.dumps(second[1]["messages"][-2:])
     assert "failed here before on this task" in after_make and FAILING in after_make, after_make
-    hooks_log = home / ".mimir" / "logs" / "hooks.log"
-    assert not hooks_log.exists(), hooks_log.read_text()[-3000:]
+    cli_home.assert_hooks_quiet()
 
-    from mimir_core import Mimir
+    exp = cli_home.captured_failure("copilot")
+    assert "exit code 2" in exp.reason
 
-    m = Mimir(home / ".mimir", embedder="hash")
-    try:
-        assert m.ingest().ingested >= 1
-        failures = [h.experience for h in m.recall("deploy billing", outcome="failure", scope="*")]
-        exp = next(e for e in failures if e.source == "copilot")
-        assert exp.action == FAILING and "exit code 2" in exp.reason
-        assert exp.scope == str(project.resolve())
-    finally:
-        m.close()
-
-    mimir_cli(env, "uninstall", "copilot")
+    cli_home.mimir(env, "uninstall", "copilot")
     for path, original in originals.items():
         assert json.loads(path.read_text()) == json.loads(original)

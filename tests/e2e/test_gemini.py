@@ -15,44 +15,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_hosts import FAILING, MAKE_ERROR, WORKING, CliHome
 from fake_models import fake_model_server
 from npm_tools import host_cli, host_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-BIN = Path(sys.executable).parent
-FAILING = "make deploy-staging"
-WORKING = "./scripts/deploy.sh staging billing"
-MAKE_ERROR = "No rule to make target"
-
 
 @pytest.fixture(scope="module")
 def gemini() -> Path:
     return host_cli("@google/gemini-cli", "0.61.0", "gemini")
-
-
-def mimir_cli(env: dict[str, str], *args: str) -> str:
-    out = subprocess.run(
-        [str(BIN / "mimir"), *args], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
-def billing_project(home: Path) -> Path:
-    project = home / "billing"
-    (project / ".git").mkdir(parents=True)
-    (project / "Makefile").write_text("test:\n\t@echo tests pass\n")
-    deploy = project / "scripts" / "deploy.sh"
-    deploy.parent.mkdir()
-    deploy.write_text('#!/bin/sh\necho "deployed $2 to $1"\n')
-    deploy.chmod(0o755)
-    return project
 
 
 def session(gemini: Path, home: Path, project: Path, server: Any, prompt: str) -> list[Any]:
@@ -89,9 +65,8 @@ def session(gemini: Path, home: Path, project: Path, server: Any, prompt: str) -
     ]
 
 
-def test_setup_capture_inject_uninstall(gemini: Path, tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    project = billing_project(home)
+def test_setup_capture_inject_uninstall(gemini: Path, cli_home: CliHome) -> None:
+    home, project = cli_home.home, cli_home.project
     settings = home / ".gemini" / "settings.json"
     settings.parent.mkdir()
     user_hook = {"matcher": "write_file", "hooks": [{"type": "command", "command": "true"}]}
@@ -105,8 +80,8 @@ def test_setup_capture_inject_uninstall(gemini: Path, tmp_path: Path) -> None:
     original = settings.read_bytes()
     env = host_env(home, gemini)
 
-    mimir_cli(env, "setup", "gemini")
-    mimir_cli(env, "setup", "gemini")  # idempotent
+    cli_home.mimir(env, "setup", "gemini")
+    cli_home.mimir(env, "setup", "gemini")  # idempotent
     data = json.loads(settings.read_text())
     assert data["hooks"]["AfterTool"][0] == user_hook and len(data["hooks"]["AfterTool"]) == 2
     assert data["hooks"]["BeforeAgent"][0]["hooks"][0]["command"].endswith("hook gemini")
@@ -130,20 +105,10 @@ def test_setup_capture_inject_uninstall(gemini: Path, tmp_path: Path) -> None:
     # (b) The repeated make: its result carries the guard's facts.
     after_make = json.dumps(second[1]["contents"][-1])
     assert "failed here before on this task" in after_make and FAILING in after_make
-    hooks_log = home / ".mimir" / "logs" / "hooks.log"
-    assert not hooks_log.exists(), hooks_log.read_text()[-3000:]
+    cli_home.assert_hooks_quiet()
 
-    from mimir_core import Mimir
+    exp = cli_home.captured_failure("gemini")
+    assert "Exit Code: 2" in exp.reason
 
-    m = Mimir(home / ".mimir", embedder="hash")
-    try:
-        assert m.ingest().ingested >= 1
-        failures = [h.experience for h in m.recall("deploy billing", outcome="failure", scope="*")]
-        exp = next(e for e in failures if e.source == "gemini")
-        assert exp.action == FAILING and "Exit Code: 2" in exp.reason
-        assert exp.scope == str(project.resolve())
-    finally:
-        m.close()
-
-    mimir_cli(env, "uninstall", "gemini")
+    cli_home.mimir(env, "uninstall", "gemini")
     assert json.loads(settings.read_text()) == mine

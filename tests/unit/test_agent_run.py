@@ -79,3 +79,39 @@ def test_a_tool_answer_names_the_bad_argument(hash_mimir: Mimir) -> None:
     }
     ok = tool_answer(hash_mimir, "memory_stats", {}, source="fw")
     assert set(ok) == {"result", "data"} and json.dumps(ok)
+
+
+def test_guard_then_settle_records_a_failure_even_when_the_guard_spoke(hash_mimir: Mimir) -> None:
+    memory = RunMemory(hash_mimir, source="fw")
+    history = turn({"role": "user", "content": "deploy the billing service"})[:2]
+    assert memory.guard("c1", "deploy", {"target": "prod"}, history) == ""
+    assert memory.settle("c1", "deploy", {"target": "prod"}, history) == ""  # it worked
+    assert hash_mimir.recent(5) == []
+    said = memory.settle("c2", "deploy", '{"target": "prod"}', history, "ImagePullBackOff")
+    assert said == ""  # the first failure: nothing tried before
+    # The same call again: the guard speaks before it, and its failure is still recorded.
+    note = memory.guard("c3", "deploy", {"target": "prod"}, history)
+    assert "failed here before" in note
+    assert memory.settle("c3", "deploy", {"target": "prod"}, history, "timeout") == note
+    got = sorted((r.outcome, r.action, r.reason) for r in hash_mimir.recent(5))
+    assert got == [
+        ("failure", 'deploy {"target": "prod"}', "ImagePullBackOff"),
+        ("failure", 'deploy {"target": "prod"}', "timeout"),
+    ]
+    assert memory.notes == {}  # settled notes do not pile up
+
+
+def test_a_thread_makes_the_same_attempt_another_record(hash_mimir: Mimir) -> None:
+    memory = RunMemory(hash_mimir, source="fw")
+    failed = turn(tool_message("c1", "ImagePullBackOff", failed=True))
+    assert memory.record_run(failed, run_id="r1", thread="t1") == 1
+    assert memory.record_run(failed, run_id="r1", thread="t1") == 1  # the same: one record
+    assert memory.record_run(failed, run_id="r1", thread="t2") == 1
+    assert sorted(r.thread_id or "" for r in hash_mimir.recent(5)) == ["t1", "t2"]
+
+
+def test_search_answers_and_fails_open(hash_mimir: Mimir) -> None:
+    hash_mimir.record_failure("run the api tests", "pytest tests/api", "no table orders")
+    [doc] = RunMemory(hash_mimir, source="fw").search("api tests", k=1)
+    assert "pytest tests/api" in doc.text
+    assert RunMemory(Broken(), source="fw").search("api tests") == []  # type: ignore[arg-type]
