@@ -23,6 +23,7 @@ COMMAND_MODULES: list[str] = [
     "mimir_integrations.cli_lessons",
     "mimir_integrations.ui.cli",
     "mimir_integrations.cli_backup",
+    "mimir_integrations.cli_trust",
 ]
 
 Handler = Callable[["argparse.Namespace"], int]

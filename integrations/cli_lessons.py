@@ -27,7 +27,9 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("lessons", parents=[common], help="list lessons, or those relevant to QUERY")
     p.add_argument("query", nargs="?")
-    p.add_argument("--status", help="candidate, active, quarantined, superseded or retired")
+    p.add_argument(
+        "--status", help="candidate, active, quarantined, superseded, retired or untrusted"
+    )
     p.add_argument("--scope", help="a project, or * for every project")
     p.add_argument("-k", type=int, default=5, help="at most this many relevant lessons")
     p.add_argument("--limit", type=int, default=50)
@@ -100,11 +102,25 @@ def cmd_lessons(args: argparse.Namespace) -> int:
     if args.query:
         found = m.lessons(args.query, args.k, scope=args.scope)
         emit(args, found, lambda: render_lessons(found, f"relevant lessons for {args.query!r}"))
+    elif args.status == "untrusted":  # with the reason each is not served
+        from mimir_core.lessons.team import untrusted
+
+        held = untrusted(m)[: args.limit]
+        out = [{"lesson": u.lesson, "reason": u.reason} for u in held]
+        emit(args, out, lambda: render_untrusted(held))
     else:
         found = m.list_lessons(status=args.status, scope=args.scope, limit=args.limit)
         what = f"{args.status} lessons" if args.status else "lessons (try: mimir consolidate)"
         emit(args, found, lambda: render_lessons(found, what))
     return 0
+
+
+def render_untrusted(held: list[Any]) -> str:
+    from mimir_core.lessons.render import render_lesson
+
+    if not held:
+        return "no untrusted lessons"
+    return "\n".join(f"{render_lesson(u.lesson)}\n    not served: {u.reason}" for u in held)
 
 
 def cmd_show(args: argparse.Namespace) -> int:

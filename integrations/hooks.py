@@ -29,6 +29,7 @@ from . import hosts
 if TYPE_CHECKING:
     import re
 
+    from mimir_core.capture import HookMapping
     from mimir_core.observations.policy import Line
 
 #: ``mimir hook <name>`` → the module with ``handle(payload, ctx) -> dict | None`` (from
@@ -303,20 +304,33 @@ def _parse_args(argv: list[str]) -> tuple[str | None, str | None, str | None]:
     return host, home, config
 
 
+def mapping_handler(mapping: HookMapping) -> Handler:
+    """The handler of a host described by a declarative mapping (``mimir hook --config FILE``,
+    or a host shipped as a mapping file): capture, then the answer in the mapping's reply field.
+    A session's start forgets what was said before; its end and a compaction start the
+    background ingest, as for the hosts written in Python."""
+
+    def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
+        ev = mapping.event(payload)
+        if ev.kind == "ignore" or not ctx.claim(ev):
+            return None
+        ctx.capture.handle(ev)
+        if ev.kind == "start":
+            ctx.capture.reset_context(ev.session_id)
+        elif ev.kind in ("end", "compact"):
+            ctx.background(ev.name)
+        if not ev.inject or (ev.kind == "tool" and ev.ok):
+            return None
+        return mapping.answer(ctx.answer(ev, lessons_before_tools=True).text)
+
+    return handle
+
+
 def _handler(host: str | None, config: str | None) -> Handler:
     if config:
         from mimir_core.capture import HookMapping
 
-        mapping = HookMapping.load(config)
-
-        def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
-            ev = mapping.event(payload)
-            if not ctx.claim(ev):
-                return None
-            ctx.capture.handle(ev)
-            return mapping.answer(ctx.answer(ev, lessons_before_tools=True).text)
-
-        return handle
+        return mapping_handler(HookMapping.load(config))
     if host not in HOST_MODULES:
         raise ValueError(f"unknown host {host!r}; expected one of {', '.join(HOST_MODULES)}")
     handle_fn: Handler = importlib.import_module(HOST_MODULES[host]).handle

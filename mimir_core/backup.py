@@ -455,6 +455,7 @@ class _Reader:
             data = json.loads(row["payload"])
             if isinstance(data, dict):
                 data.pop("row_mac", None)  # the row's placement binding, not a lesson field
+                data.pop("author_sig", None)  # its author's signatures: checked on import
                 lesson = Lesson.model_validate(data)
         except (ValueError, ValidationError):
             lesson = None  # imported quarantined, like a row whose payload is unreadable
@@ -582,6 +583,9 @@ def import_store(
     except OSError as exc:  # the temporary file (a full disk): nothing half-done that a rerun
         raise BackupError(f"cannot import {file}: {exc}") from exc  # would not complete
     writer.finish()
+    from .lessons.consolidate import _revalidate
+
+    _revalidate(m)  # another author's lessons: judged on this installation's evidence
     return report
 
 
@@ -644,9 +648,10 @@ class _Writer:
         self.report.present["experience"] += len(rows) - len(added)  # a concurrent import's
 
     def _lesson(self, recs: list[dict[str, Any]]) -> None:
-        from .lessons.lifecycle import log_event, signing_key
+        from .lessons.lifecycle import author_key, log_event, signing_key
         from .lessons.sign import sign
         from .lessons.storage import bind, from_row, is_bound, record_heads, signable, to_row
+        from .lessons.team_verify import author_holds, by_trusted_author
         from .redact import sanitize
         from .text import fts_text
 
@@ -673,12 +678,13 @@ class _Writer:
                 signed_ok.append(parsed)
                 bindable.add(str(raw["id"]))
                 self.active_added = self.active_added or raw["status"] == "active"
-            elif clean is not None and self.resign:
+            elif clean is not None and (self.resign or by_trusted_author(self.m, raw)):
                 clean.signature = sign(key, signable(clean))
                 row = to_row(clean, [])
                 signed_ok.append(clean)
                 bindable.add(clean.id)
-                events.append((clean.id, "import_resigned", {"status": clean.status}))
+                author = {"author": clean.provenance.get("author")}
+                events.append((clean.id, "import_resigned", dict(author, status=clean.status)))
                 self.active_added = self.active_added or clean.status == "active"
             else:
                 was = raw["status"]
@@ -702,9 +708,10 @@ class _Writer:
             for r, v in zip(todo, vecs, strict=True):
                 r["vector"] = list(map(float, v))
             self.report.reembedded += len(todo)
+        me = author_key(self.m)
         for r in rows:  # verified or re-signed: their placement bound with this store's key
-            if r["id"] in bindable:
-                bind(r, key)
+            if r["id"] in bindable:  # an author's signatures that still hold are kept as they are
+                bind(r, key, None if author_holds(r) else me)
         with self.m.store.writing():
             added = set(self.m.store.insert_new(LESSONS, rows, key="id"))
             record_heads(self.m.store, [le for le in signed_ok if le.id in added])

@@ -33,6 +33,7 @@ from .fence import FENCE_CLOSE as FENCE_CLOSE
 from .fence import FENCE_OPEN as FENCE_OPEN
 from .fence import NOTE as NOTE
 from .fence import neutralise as neutralise
+from .fence import provenance_tag
 from .lessons.sign import canonical, hmac_sha256, read_key, sign, verify
 from .spool import ensure_private_dir, replace_file
 from .text import query_terms
@@ -63,7 +64,10 @@ def render_line(item: Mapping[str, Any]) -> str:
     ident = neutralise(str(item.get("id", "")))
     kind = neutralise(str(item.get("kind", "")))
     conf = float(item.get("confidence", 0.0) or 0.0)
-    return f"- [{ident}] {kind}, confidence {conf:.2f}: {neutralise(str(item.get('rule', '')))}"
+    tag = provenance_tag(item.get("from") or "")
+    return (
+        f"- [{ident}] {kind}, confidence {conf:.2f}{tag}: {neutralise(str(item.get('rule', '')))}"
+    )
 
 
 def render_block(
@@ -184,7 +188,9 @@ def digest_entry(
     """
     trigger = str(lesson.get("trigger", ""))
     rule = str(lesson.get("rule", ""))
+    tag = {"from": str(lesson["from"])} if lesson.get("from") else {}
     return {
+        **tag,
         "id": lesson["id"],
         "rule": rule,
         "trigger": trigger,

@@ -20,6 +20,9 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "llamaindex": ("llama_index",),
     "mcp": ("mcp", "mcp_types", "anyio", "uvicorn"),
     "hermes": ("yaml",),
+    "pydantic-ai": ("pydantic_ai",),
+    "openai-agents": ("agents",),
+    "google-adk": ("google",),
     "llm": ("anthropic",),
     "ui": ("starlette", "jinja2", "markupsafe", "uvicorn", "multipart"),
 }

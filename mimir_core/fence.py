@@ -85,6 +85,13 @@ _SPACE = re.compile(r"\s+")
 _INDENT = re.compile(r"[ ]*")
 
 
+def provenance_tag(tag: object) -> str:
+    """The one short provenance tag of a lesson from another author, inert inside the fence:
+    `` (from alice@laptop, not yet confirmed here)``; ``""`` for this installation's own."""
+    text = neutralise(tag)[:80]
+    return f" ({text})" if text else ""
+
+
 def one_line(text: object) -> str:
     """``text`` on one line with no control or invisible character (brackets kept)."""
     return _SPACE.sub(" ", str(text).translate(_LINE)).strip()

@@ -122,13 +122,12 @@ def rebase_heads(m: Mimir) -> int:
     replay and quarantined. The rollback is the repair's own doing, to a version the table
     really had, so the rows it kept become the heads. A row whose signature fails stays as it
     is (reading it quarantines it)."""
-    from .lessons.lifecycle import signing_key
-    from .lessons.storage import LESSON_COLUMNS, from_row, record_heads
+    from .lessons.lifecycle import row_valid
+    from .lessons.storage import LESSON_COLUMNS, record_heads
 
-    key = signing_key(m)
     good = []
     for row in m.store.select(LESSONS, None, list(dict.fromkeys([*LESSON_COLUMNS, "updated_at"]))):
-        lesson, ok = from_row(row, key)
+        lesson, ok = row_valid(m, row)
         if ok:
             good.append(lesson)
     record_heads(m.store, good)

@@ -76,7 +76,7 @@ class MimirSettings(BaseSettings):
     signing_key: SecretStr | None = None
     """HMAC key (at least 16 bytes) that signs lessons, so a tampered lesson is never served.
     Unset: a random per-install key in ``<home>/keys/signing.key``. Machines sharing a store
-    must share the key."""
+    must share the key, unless the store has a team trust list ([team memory](team.md))."""
     llm_model: str = "claude-haiku-4-5"
     """Model of the LLM judge that words the rules in ``mimir consolidate --llm`` (the key is
     ``ANTHROPIC_API_KEY``)."""

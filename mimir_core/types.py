@@ -167,6 +167,8 @@ class LessonDetail(BaseModel):
 
     lesson: Lesson
     signature_valid: bool
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    """Who wrote and signed it, their trust status, where it was confirmed (team memory)."""
     supporting: list[Experience] = Field(default_factory=list)
     contradicting: list[Experience] = Field(default_factory=list)
     audit: list[AuditEvent] = Field(default_factory=list)

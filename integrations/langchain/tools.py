@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from mimir_core.agent_run import open_mimir as open_mimir  # the adapters' one opener
 from mimir_core.episodes import tool_key
 from mimir_core.errors import InvalidInputError, MimirError
 from mimir_core.extras import requires_extra
@@ -21,16 +22,6 @@ SOURCE = "langchain"
 _CALL: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar(
     "mimir_langchain_call", default=(None, None)
 )
-
-
-def open_mimir(mimir: Any = None) -> Any:
-    """The given Mimir, or one configured from the ``MIMIR_*`` environment."""
-    if mimir is not None:
-        return mimir
-    from mimir_core.memory import Mimir
-    from mimir_core.settings import MimirSettings
-
-    return Mimir.from_settings(MimirSettings())
 
 
 class _KeyedRecords:

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+from mimir_core.agent_run import open_mimir as open_mimir  # the adapters' one opener
 from mimir_core.errors import InvalidInputError
 from mimir_core.extras import requires_extra
 from mimir_core.kv import KVItem, KVPut, KVStore, document_text
@@ -27,16 +28,6 @@ with requires_extra("mimir_integrations.langgraph", "langgraph"):
         tokenize_path,
         validate_op_namespace,
     )
-
-
-def open_mimir(mimir: Any = None) -> Any:
-    """The given Mimir, or one configured from the ``MIMIR_*`` environment."""
-    if mimir is not None:
-        return mimir
-    from mimir_core.memory import Mimir
-    from mimir_core.settings import MimirSettings
-
-    return Mimir.from_settings(MimirSettings())
 
 
 class MimirStore(BaseStore):

@@ -109,7 +109,10 @@ def _lesson_problems(m: Any) -> list[str]:
     from mimir_core.lessons.reconcile import lesson_problems
 
     try:
-        return lesson_problems(m)
+        from mimir_core.lessons.team import untrusted
+
+        held = [f"lesson {u.lesson.id} is not served: {u.reason}" for u in untrusted(m)]
+        return lesson_problems(m) + held
     except MimirError as exc:
         return [str(exc)]
 

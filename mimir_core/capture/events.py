@@ -121,6 +121,28 @@ READ_ONLY_TOOLS = frozenset(
         "access_mcp_resource",
         "load_mcp_documentation",
         "focus_chain",
+        # Gemini CLI
+        "list_directory",
+        "grep_search",
+        "search_file_content",
+        "read_many_files",
+        "google_web_search",
+        "write_todos",
+        "update_topic",
+        "list_background_processes",
+        "read_background_output",
+        "enter_plan_mode",
+        "exit_plan_mode",
+        "activate_skill",
+        # GitHub Copilot CLI
+        "view",
+        "read_bash",
+        "list_bash",
+        "rg",
+        "report_intent",
+        "fetch_copilot_cli_documentation",
+        "read_agent",
+        "list_agents",
         # OpenAI-format hosts (Hermes Agent)
         "web_search",
         "web_extract",
@@ -165,6 +187,7 @@ EDIT_TOOLS = frozenset(
         "edit_file",
         "str_replace_editor",
         "apply_patch",
+        "replace",
     }
 )
 _READ_ONLY_COMMANDS = frozenset(

@@ -17,15 +17,25 @@
     }
 
 A *path* is a dotted path into the payload (``tool.args.0``). A field is a path, a
-``{"value": literal}``, or ``{"path": p, "equals"|"not_equals"|"in": v}`` (a boolean test).
-``when`` maps paths to an expected value or a list of accepted values; the first event whose
-``when`` matches wins. ``reply`` says where injected lessons go in the answer: the answer is
+``{"value": literal}``, or ``{"path": p, "equals"|"not_equals"|"in"|"not_in": v}`` (a boolean
+test). ``{"path": p, "regex": r}`` takes the first group (else the whole match) of ``r`` in the
+text at ``p`` (``null`` without a match), and the tests then apply to it: a host that reports an
+exit code only inside its output, such as ``{"path": "result", "regex": "Exit Code: (\\d+)",
+"in": [null, "0"]}``. ``{"all": [field, ...]}`` is true when every field is, and
+``{"first": [field, ...]}`` is the first field that is not empty.
+
+``when`` maps paths to an expected value, a list of accepted values, or ``{"exists": bool}``
+(for a host whose payloads do not name their event, such as Copilot CLI's); the first event
+whose ``when`` matches wins. ``reply`` says where injected lessons go in the answer: the answer is
 ``{field: text}``, nested under the keys of ``wrap``. Without ``reply`` nothing is printed.
+A host shipped this way is a mapping file in its adapter's folder (Gemini CLI's:
+``integrations/gemini/mapping.json``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +66,33 @@ def lookup(payload: Any, path: str) -> Any:
     return value
 
 
+def _search(value: Any, pattern: str) -> str | None:
+    """The first group (else the whole match) of ``pattern`` in a text value; ``None`` when
+    there is no text or no match (``re`` is loaded already: ``json`` imports it)."""
+    if not isinstance(value, str):
+        return None
+    found = re.search(pattern, value)
+    if found is None:
+        return None
+    return found.group(1) if found.re.groups else found.group(0)
+
+
+def _check_regexes(spec: Any, where: str) -> None:
+    """Raise :class:`MappingError` naming ``where`` for a ``regex`` that does not compile."""
+    if isinstance(spec, list):
+        for i, part in enumerate(spec):
+            _check_regexes(part, f"{where}[{i}]")
+    elif isinstance(spec, dict):
+        if "regex" in spec:
+            try:
+                re.compile(str(spec["regex"]))
+            except re.error as exc:
+                raise MappingError(f"{where}.regex: {spec['regex']!r}: {exc}") from exc
+        for key, part in spec.items():
+            if key != "when" and isinstance(part, (dict, list)):
+                _check_regexes(part, f"{where}.{key}")
+
+
 def _field(payload: Any, spec: Any) -> Any:
     if spec is None:
         return None
@@ -64,21 +101,43 @@ def _field(payload: Any, spec: Any) -> Any:
     if isinstance(spec, dict):
         if "value" in spec:
             return spec["value"]
+        if "all" in spec:
+            return all(_field(payload, part) for part in _parts(spec, "all"))
+        if "first" in spec:
+            for part in _parts(spec, "first"):
+                value = _field(payload, part)
+                if value not in (None, "", [], {}):
+                    return value
+            return None
         value = lookup(payload, str(spec.get("path", "")))
+        if "regex" in spec:
+            value = _search(value, str(spec["regex"]))
         if "equals" in spec:
             return value == spec["equals"]
         if "not_equals" in spec:
             return value != spec["not_equals"]
         if "in" in spec:
             return value in spec["in"]
+        if "not_in" in spec:
+            return value not in spec["not_in"]
         return value
     raise MappingError(f"a field must be a path or an object; got {spec!r}")
+
+
+def _parts(spec: dict[str, Any], key: str) -> list[Any]:
+    parts = spec[key]
+    if not isinstance(parts, list):
+        raise MappingError(f"{key}: must be a list of fields; got {parts!r}")
+    return parts
 
 
 def _matches(payload: Any, when: dict[str, Any]) -> bool:
     for path, expected in when.items():
         value = lookup(payload, path)
-        if isinstance(expected, list):
+        if isinstance(expected, dict) and "exists" in expected:
+            if (value is not None) != bool(expected["exists"]):
+                return False
+        elif isinstance(expected, list):
             if value not in expected:
                 return False
         elif value != expected:
@@ -136,6 +195,7 @@ class HookMapping:
                 raise MappingError(f"events[{i}].kind: must be one of {', '.join(KINDS)}")
             if not isinstance(spec.get("when", {}), dict):
                 raise MappingError(f"events[{i}].when: must be an object of path: value")
+            _check_regexes(spec, f"events[{i}]")
         reply = data.get("reply") or {}
         if not isinstance(reply, dict) or (reply and not isinstance(reply.get("field"), str)):
             raise MappingError("reply: must be an object with a 'field' string")

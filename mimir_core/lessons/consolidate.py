@@ -24,12 +24,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,10 +50,10 @@ from .evidence import (
 )
 from .fade import ADMITTED_UNTIL, FADED_AT, broken, may_return, stale
 from .gate import breaker, offline_gate
-from .lifecycle import Write, log_event, signing_key, write_batch
+from .lifecycle import Write, log_event, row_valid, write_batch
 from .mine import Draft, average_linkage, mine, topics
 from .review import review
-from .storage import LESSON_COLUMNS, from_row
+from .storage import LESSON_COLUMNS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -138,6 +139,30 @@ class TryLock:
             self.fd = None
 
 
+@contextlib.contextmanager
+def _machines(m: Mimir, dry_run: bool) -> Iterator[bool]:
+    """The store's lease when other machines may consolidate it too (:mod:`.lease`)."""
+    from .lease import lease, shared
+
+    if dry_run or not shared(m):
+        yield True
+        return
+    with lease(m) as got:
+        yield got
+
+
+def _revalidate(m: Mimir) -> None:
+    """Judge other authors' lessons on this installation's evidence (:mod:`.revalidate`);
+    a failure is logged, never the run's."""
+    from .revalidate import revalidate
+
+    try:
+        revalidate(m)
+    except Exception as exc:  # derived state: the next run tries again
+        log.warning("revalidation failed: %s", exc)
+        log_event(m.home, "revalidation_failed", error=str(exc))
+
+
 def lock_path(m: Mimir) -> Path:
     """The consolidation lock of this home."""
     return m.home / "locks" / "consolidate.lock"
@@ -164,7 +189,17 @@ def run(
                 reason="another consolidation of this store is running; it will cover these "
                 "experiences",
             )
-        report = _run_locked(m, dry_run=dry_run, judge=judge, force=force)
+        with _machines(m, dry_run) as got:
+            if not got:
+                return ConsolidationReport(
+                    dry_run=dry_run,
+                    ran=False,
+                    reason="another machine is consolidating this store; it will cover these "
+                    "experiences",
+                )
+            report = _run_locked(m, dry_run=dry_run, judge=judge, force=force)
+            if not dry_run:
+                _revalidate(m)
     if judge is not None:
         report.llm_calls, report.llm_tokens = judge.usage()
     report.seconds = round(time.perf_counter() - started, 3)
@@ -231,10 +266,9 @@ def _known(m: Mimir) -> list[Known]:
     import numpy as np
 
     rows = arrow_rows(m.store.column(LESSONS, LESSON_COLUMNS))
-    key = signing_key(m)
     out = []
     for row in rows:
-        lesson, ok = from_row(row, key)
+        lesson, ok = row_valid(m, row)
         out.append(
             Known(
                 lesson=lesson,

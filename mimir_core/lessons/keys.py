@@ -5,6 +5,9 @@ is never made over signed lessons, and a missing, malformed or different key qua
 nothing: lessons are *unverified* while it lasts (not served), writes raise
 :class:`~mimir_core.errors.SigningKeyError` naming the key file, and restoring the key brings
 every lesson back (review finding 12).
+
+On a store with a team trust list (:mod:`.trust`) every machine has its own HMAC key and the
+store's fingerprint is not checked: lessons are verified by their authors' Ed25519 signatures.
 """
 
 from __future__ import annotations
@@ -70,6 +73,10 @@ def _checked_key(m: Mimir) -> bytes:
     path = key_path(m.home)
     source = "the key given as signing_key / MIMIR_SIGNING_KEY" if spec else f"the key {path}"
     store = m.store
+    from . import trust
+
+    if trust.present(m):  # a team store: this key is local (version tags, the hooks' digest)
+        return coerce_key(spec) if spec else load_or_create_key(m.home)
     if spec:
         key = coerce_key(spec)
     else:

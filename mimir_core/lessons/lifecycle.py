@@ -55,6 +55,7 @@ from .storage import (
 
 if TYPE_CHECKING:
     from ..memory import Mimir
+    from .authors import AuthorKey
 
 log = logging.getLogger("mimir.lessons")
 
@@ -108,6 +109,57 @@ def check_reason(reason: object, patterns: Sequence[str] = ()) -> str:
     return sanitize(reason.strip(), limit=MAX_NOTE, extra_patterns=patterns)
 
 
+# -- authorship ----------------------------------------------------------------------------------
+
+
+def author_key(m: Mimir) -> AuthorKey:
+    """This installation's Ed25519 key (:mod:`.authors`), created on first use."""
+    cached: AuthorKey | None = getattr(m, "_author_key", None)
+    if cached is None:
+        from .authors import load_or_create
+
+        cached = m._author_key = load_or_create(m.home)
+    return cached
+
+
+def stamp_author(m: Mimir, lessons: Iterable[Lesson]) -> None:
+    """Record this installation as the author of lessons that name none (new ones; an older
+    lesson on its first re-signing). The signer of each version is in its ``author_sig``."""
+    me = author_key(m)
+    for lesson in lessons:
+        if "author" not in lesson.provenance:
+            lesson.provenance["author"] = me.key_id
+            lesson.provenance["author_name"] = me.name
+    if not getattr(m, "_author_published", False):
+        from . import trust
+
+        m._author_published = True
+        if trust.present(m):  # on a team store, an admin can then add this key by id
+            trust.publish(m)
+
+
+def untrusted(m: Mimir) -> dict[str, str]:
+    """Lesson id → why it is not served (untrusted signer), as seen by the latest reads."""
+    got: dict[str, str] | None = getattr(m, "_untrusted", None)
+    if got is None:
+        got = m._untrusted = {}
+    return got
+
+
+def row_valid(m: Mimir, row: dict[str, Any]) -> tuple[Lesson, bool]:
+    """(lesson, verified) of a row with no side effect: by the HMAC key on a single-machine
+    store, by its author's signature and the trust list on a team store."""
+    from . import trust
+
+    tv = trust.view(m)
+    if tv is None:
+        return from_row(row, signing_key(m))
+    from .team_verify import check_row
+
+    lesson, ok, why = check_row(row, tv)
+    return lesson, ok and why is None
+
+
 # -- reading -------------------------------------------------------------------------------------
 
 
@@ -147,8 +199,20 @@ def verified(
     """
     if key_problem(m) is not None:
         return from_row(row, b"\0" * 32, placement=False)[0], False
-    lesson, ok = from_row(row, signing_key(m))
-    if ok and not is_bound(row) and not bind_legacy(m, row, lesson, fresh):
+    from . import trust
+
+    tv = trust.view(m)
+    if tv is not None:  # a team store: the author's signature against the trust list
+        from .team_verify import check_row
+
+        lesson, ok, why = check_row(row, tv)
+        if why is not None:  # not served, not quarantined: trusting the key brings it back
+            untrusted(m)[lesson.id] = why
+            return lesson, False
+        untrusted(m).pop(lesson.id, None)
+    else:
+        lesson, ok = from_row(row, signing_key(m))
+    if tv is None and ok and not is_bound(row) and not bind_legacy(m, row, lesson, fresh):
         if row.get("status") == "quarantined":
             return lesson, False
         why = "its vector is not its trigger's embedding (retargeted)"
@@ -171,9 +235,12 @@ def load_many(
     m: Mimir, where: str | None, *, limit: int | None = None, refresh: bool = True
 ) -> list[tuple[Lesson, bool]]:
     """Every (lesson, valid) matching a SQL filter over the lessons table."""
+    from . import trust
+
+    team = trust.view(m, fresh=True) is not None
     rows = select_rows(m.store, where, limit=limit)
     hd = heads(m.store, [str(r.get("id")) for r in rows]) if rows else {}
-    unbound = [r for r in rows if not is_bound(r)] if key_problem(m) is None else []
+    unbound = [r for r in rows if not is_bound(r)] if key_problem(m) is None and not team else []
     fresh: dict[str, Any] = {}
     if unbound:  # rows written before placement bindings: one embedding batch to bind them
         vecs = m.embedder.embed([str(r.get("trigger") or "") for r in unbound])
@@ -198,7 +265,7 @@ def bind_legacy(
         "text": fts_text(f"{lesson.trigger}\n{lesson.rule}"),
         "updated_at": lesson.updated_at.timestamp(),
     }
-    new = bind(dict(row, **derived), signing_key(m))
+    new = bind(dict(row, **derived), signing_key(m), author_key(m))
     values = dict(derived, payload=new["payload"])
     where = f"id = {sql_str(ident)} AND signature = {sql_str(str(row.get('signature')))}"
     m.store.update(LESSONS, where, values)
@@ -272,10 +339,12 @@ def insert(
         check_new_id("id", lesson.id)
     key = signing_key(m)
     now = m._now()
+    stamp_author(m, items)
     out = [signed(lesson, key, now=now) for lesson in items]
     vectors = m.embedder.embed([lesson.trigger for lesson in out])
+    me = author_key(m)
     with m.store.writing():
-        rows = [bind(to_row(le, v), key) for le, v in zip(out, vectors, strict=True)]
+        rows = [bind(to_row(le, v), key, me) for le, v in zip(out, vectors, strict=True)]
         m.store.upsert(LESSONS, rows)
         crash_point("lesson_rows_written")
         record_heads(m.store, out)
@@ -310,6 +379,8 @@ def write_batch(m: Mimir, writes: Sequence[Write], *, actor: str) -> list[Lesson
             check_new_id("id", w.lesson.id)
     key = signing_key(m)
     now = m._now()
+    stamp_author(m, [w.lesson for w in writes])
+    me = author_key(m)
     out = [signed(w.lesson, key, now=now) for w in writes]
     missing = [i for i, w in enumerate(writes) if w.vector is None]
     vectors: list[Sequence[float]] = [w.vector if w.vector is not None else [] for w in writes]
@@ -322,14 +393,14 @@ def write_batch(m: Mimir, writes: Sequence[Write], *, actor: str) -> list[Lesson
         current = {r["id"]: r["signature"] for r in stored}
         hd = heads(m.store, list(current))
         for r in stored:  # never re-sign (launder) a replayed old version: leave it be
-            if is_replay(from_row(r, key)[0], hd.get(r["id"])):
+            if is_replay(from_row(r, key, placement=False)[0], hd.get(r["id"])):
                 current[r["id"]] = "replayed"
         keep = [i for i, w in enumerate(writes) if current.get(w.lesson.id) == w.expect]
         for i in sorted(set(range(len(writes))) - set(keep)):
             log.warning("lesson %s changed during consolidation: left as it is", out[i].id)
         writes = [writes[i] for i in keep]
         out = [out[i] for i in keep]
-        rows = [bind(to_row(out[j], vectors[i]), key) for j, i in enumerate(keep)]
+        rows = [bind(to_row(out[j], vectors[i]), key, me) for j, i in enumerate(keep)]
         if rows:
             m.store.upsert(LESSONS, rows)
             crash_point("lesson_rows_written")
@@ -372,7 +443,9 @@ def save(
     since it was read, nothing is written and :class:`LessonStateError` says so.
     """
     key = signing_key(m)
+    stamp_author(m, [lesson])
     out = signed(lesson, key, now=m._now())
+    me = author_key(m)
     with m.store.writing():
         rows = rows_by_id(m.store, [out.id])
         if not rows or rows[0].get("signature") != lesson.signature:
@@ -380,7 +453,7 @@ def save(
                 f"lesson {out.id!r} was changed by another process meanwhile; read it again"
             )
         values = update_values(out)
-        values["payload"] = bind(dict(values, vector=rows[0]["vector"]), key)["payload"]
+        values["payload"] = bind(dict(values, vector=rows[0]["vector"]), key, me)["payload"]
         m.store.update(LESSONS, f"id = {sql_str(out.id)}", values)
         record_heads(m.store, [out])
     m.audit(actor, out.id, event, dict(detail or {}, status=out.status))
@@ -425,10 +498,15 @@ def change_status(
 def refresh_digest(m: Mimir) -> None:
     """Rewrite the hooks' digest from the active lessons that verify (never raises)."""
     try:
+        from .revalidate import CONTRADICTED, here, verdicts
+
         good: list[dict[str, Any]] = []
+        known = verdicts(m)
         for lesson, ok in load_many(m, "status = 'active'", refresh=False):
             if ok and lesson.status == "active":
-                good.append(lesson.model_dump(mode="json"))
+                verdict, tag = here(m, lesson, known)
+                if verdict != CONTRADICTED:  # quarantined here by local evidence
+                    good.append(dict(lesson.model_dump(mode="json"), **{"from": tag}))
         good.sort(key=lambda d: (-float(d.get("confidence", 0.0)), d["id"]))
         write_digest(m.home, good, signing_key(m), _evidence_texts(m, good))
     except Exception as exc:  # the digest is derived data: the next change rewrites it

@@ -18,8 +18,10 @@ from ..errors import InvalidInputError, short
 from ..scoring import Scoring, Terms, hybrid_score, relevant
 from ..store import EXPERIENCES, LESSONS, sql_str
 from ..types import Lesson
-from ..validate import scope_key
+from ..validate import ALL_SCOPES, scope_key
+from . import trust
 from .lifecycle import verified
+from .revalidate import CONTRADICTED, here, verdicts
 from .storage import LESSON_COLUMNS, heads
 
 if TYPE_CHECKING:
@@ -49,7 +51,6 @@ RECOMMEND_FLOOR = 0.5
 #: ...and when its successes come from at least this many independent sessions (forged
 #: records from one session must never become advice).
 RECOMMEND_SOURCES = 2
-ALL_SCOPES = "*"
 
 
 def _check(query: object, k: object, min_confidence: object) -> None:
@@ -101,6 +102,8 @@ def relevant_lessons(
     floor_conf = DEFAULT_MIN_CONFIDENCE if min_confidence is None else float(min_confidence)
     ranked: list[tuple[float, Lesson]] = []
     hd = heads(store, [str(r["id"]) for r in rows]) if rows else {}
+    trust.view(m, fresh=True)  # a revocation takes effect at this read
+    known = verdicts(m)
     for row in rows:
         sim = max(1.0 - float(row["_distance"]), _member_sim(row, near))
         matched, words = terms.match(f"{row.get('trigger', '')} {row.get('rule', '')}")
@@ -110,6 +113,8 @@ def relevant_lessons(
         if not ok or lesson.status != "active" or lesson.confidence < floor_conf:
             continue
         if _unsafe_advice(lesson):
+            continue
+        if here(m, lesson, known)[0] == CONTRADICTED:  # local evidence contradicts it
             continue
         score = hybrid_score(sim, matched, terms, 0.0, SCORING)
         if prefer is not None and lesson.scope not in ("", prefer):
@@ -157,8 +162,16 @@ def context_block(
             "budget_chars", f"must be a positive integer; got {short(budget_chars)}"
         )
     found = [le for _s, le in relevant_lessons(m, query, MAX_ITEMS, scope=scope)]
+    known = verdicts(m)
     items: list[dict[str, Any]] = [
-        {"id": le.id, "kind": le.kind, "confidence": le.confidence, "rule": le.rule} for le in found
+        {
+            "id": le.id,
+            "kind": le.kind,
+            "confidence": le.confidence,
+            "rule": le.rule,
+            "from": here(m, le, known)[1],
+        }
+        for le in found
     ]
     covered = {normalise_action(le.action) for le in found if le.action}
     observed = context_lines(m, query, scope=scope, skip=covered)

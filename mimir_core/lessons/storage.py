@@ -30,7 +30,7 @@ import logging
 from _operator import _compare_digest as compare_digest
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -38,6 +38,9 @@ from ..store import LESSONS, META, Store, sql_in, sql_str
 from ..text import fts_text
 from ..types import Lesson
 from .sign import canonical, sha256_hex, sign, verify
+
+if TYPE_CHECKING:
+    from .authors import AuthorKey
 
 log = logging.getLogger("mimir.lessons")
 
@@ -58,6 +61,10 @@ LESSON_COLUMNS = [
 ]
 _CHECKED = ("id", "status", "scope", "kind", "trigger", "rule")
 ROW_MAC = "row_mac"
+#: The payload key of the author's Ed25519 signatures (:func:`author_block`).
+AUTHOR_SIG = "author_sig"
+#: Payload keys that are not lesson fields (the signatures and the placement binding).
+EXTRAS = ("signature", ROW_MAC, AUTHOR_SIG)
 #: A legacy row is bound only if its stored vector is this close (cosine) to its trigger's
 #: embedding by the store's embedder (the same model gives ~1.0; a retargeted one far less).
 VECTOR_MATCH = 0.98
@@ -116,24 +123,65 @@ def row_mac(key: bytes, row: Mapping[str, Any]) -> str:
     )
 
 
-def bind(row: dict[str, Any], key: bytes) -> dict[str, Any]:
+def content_message(data: Mapping[str, Any]) -> bytes:
+    """What an author's content signature covers: the lesson's fields (no signatures)."""
+    return canonical({"mimir_lesson": 1, "l": {k: v for k, v in data.items() if k not in EXTRAS}})
+
+
+def placement_message(content_sig: str, row: Mapping[str, Any]) -> bytes:
+    """What an author's placement signature covers: the content signature, the row's HMAC
+    signature (its version tag, which the replay heads name) and its placement columns."""
+    return canonical(
+        {
+            "c": content_sig,
+            "s": str(row.get("signature") or ""),
+            "v": vector_digest(row["vector"]),
+            "t": sha256_hex(str(row.get("text") or "").encode("utf-8")),
+            "u": float(row.get("updated_at") or 0.0),
+        }
+    )
+
+
+def author_block(
+    author: AuthorKey, data: Mapping[str, Any], row: Mapping[str, Any]
+) -> dict[str, str]:
+    """The author's signatures of a row: key id, public key, content and placement signature."""
+    content = author.sign(content_message(data))
+    return {
+        "k": author.key_id,
+        "p": author.public_b64,
+        "c": content,
+        "pm": author.sign(placement_message(content, row)),
+    }
+
+
+def bind(row: dict[str, Any], key: bytes, author: AuthorKey | None = None) -> dict[str, Any]:
     """``row`` (with its final vector, text, updated_at and signature) with ``row_mac`` set in
-    its payload. Only for a row whose lesson was just signed or verified."""
+    its payload, and signed by ``author`` (this installation's Ed25519 key) when given. Only for
+    a row whose lesson was just signed or verified."""
     data = json.loads(row["payload"])
     data[ROW_MAC] = row_mac(key, row)
+    if author is not None:
+        data[AUTHOR_SIG] = author_block(author, data, row)
     row["payload"] = canonical(data).decode("utf-8")
     return row
 
 
-def rebind(rows: list[dict[str, Any]], vectors: Any, key: bytes) -> None:
+def rebind(
+    rows: list[dict[str, Any]],
+    vectors: Any,
+    key: bytes,
+    author: AuthorKey | None = None,
+    valid: Sequence[bool] | None = None,
+) -> None:
     """Give re-embedded rows their new vectors (``reindex``): a row that verifies (its old
-    binding included) is bound to its new vector; one that does not keeps its payload, so it
-    still fails."""
-    for row, vec in zip(rows, vectors, strict=True):
-        ok = from_row(row, key)[1]
+    binding included; ``valid`` says which, on a team store) is bound to its new vector, and
+    signed by ``author``; one that does not keeps its payload, so it still fails."""
+    for i, (row, vec) in enumerate(zip(rows, vectors, strict=True)):
+        ok = valid[i] if valid is not None else from_row(row, key)[1]
         row["vector"] = [float(x) for x in vec]
         if ok:
-            bind(row, key)
+            bind(row, key, author)
 
 
 def is_bound(row: Mapping[str, Any]) -> bool:
@@ -176,6 +224,7 @@ def from_row(row: dict[str, Any], key: bytes, *, placement: bool = True) -> tupl
             raise ValueError("payload is not an object")
         sig = data.pop("signature", "")
         mac = data.pop(ROW_MAC, None)
+        data.pop(AUTHOR_SIG, None)
         ok = verify(key, data, sig) and sig == row.get("signature")
         ok = ok and all(data.get(c) == row.get(c) for c in _CHECKED)
         lesson = Lesson.model_validate(dict(data, signature=sig if isinstance(sig, str) else ""))

@@ -20,6 +20,12 @@ EXAMPLES = {
     "integrations/langgraph/__init__.py": "alembic upgrade head && deploy",
     "integrations/llamaindex.py": "Tried: kubectl apply -f app.yaml",
     "integrations/mcp_server.py": "kubectl apply",
+    "integrations/google_adk.py": "Tried: pytest tests/api",
+    "integrations/openai_agents.py": "['user', 'assistant', 'user', 'assistant']",
+    "integrations/pydantic_ai.py": (
+        "- worked here instead: `alembic upgrade head && pytest tests/api` — 1 of 1 try, "
+        "from 1 source"
+    ),
 }
 
 

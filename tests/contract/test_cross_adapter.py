@@ -1,13 +1,15 @@
 """One store, every adapter: what one adapter records, every other recalls.
 
-Five writers run as separate processes at the same time on one store directory, each recording
+Eight writers run as separate processes at the same time on one store directory, each recording
 one experience through its own adapter: a LangChain tool call, a LangGraph memory node, a
-LlamaIndex memory block flush, an MCP ``record_experience`` call, and a hook's spool line (the
-stdlib-only capture path, drained by whichever process reads next). Then each reader, again in
-its own process, recalls all five through its own adapter: the LangChain retriever, the
-LangGraph node (past attempts put into the state), the LlamaIndex retriever and the MCP
-``recall_experiences`` tool. Hooks are a writer only: they read back lessons, not experiences.
-"""
+LlamaIndex memory block flush, an MCP ``record_experience`` call, a hook's spool line (the
+stdlib-only capture path, drained by whichever process reads next), a Pydantic AI run with the
+Mimir capability, an OpenAI Agents SDK run with a Mimir session, and a Google ADK session given
+to the Mimir memory service. Then each reader, again in its own process, recalls all eight
+through its own adapter: the LangChain retriever, the LangGraph node (past attempts put into
+the state), the LlamaIndex retriever, the MCP ``recall_experiences`` tool, the same tool run by
+Pydantic AI and by the Agents SDK, and ADK's ``search_memory``. Hooks are a writer only: they
+read back lessons, not experiences."""
 
 from __future__ import annotations
 
@@ -29,6 +31,9 @@ MARKERS = {
     "llamaindex": "svc-li-4713",
     "mcp": "svc-mcp-4714",
     "spool": "svc-hook-4715",
+    "pydantic-ai": "svc-pa-4716",
+    "openai-agents": "svc-oa-4717",
+    "google-adk": "svc-adk-4718",
 }
 
 PRELUDE = """
@@ -100,6 +105,51 @@ assert heavy == [], heavy   # the hook path stays stdlib-only
 """,
 }
 
+WRITERS["pydantic-ai"] = """
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import FunctionModel
+from mimir_integrations.pydantic_ai import MimirCapability
+def model(messages, info):
+    if len(messages) == 1:
+        return ModelResponse(parts=[ToolCallPart("shell", {"command": action(M)}, "c1")])
+    return ModelResponse(parts=[TextPart("released")])
+def shell(command: str) -> str:
+    return "released"
+agent = Agent(FunctionModel(model), tools=[shell], capabilities=[MimirCapability(mimir())])
+agent.run_sync(task(M))
+"""
+WRITERS["openai-agents"] = """
+from agents import Agent, Runner, function_tool, set_tracing_disabled
+from agents.testing import ScriptedModel, assistant_message, function_call
+from mimir_integrations.openai_agents import MimirAgentsMemory
+set_tracing_disabled(True)
+@function_tool
+def shell(command: str) -> str:
+    return "released"
+model = ScriptedModel([[function_call("shell", {"command": action(M)}, call_id="c1")],
+                       [assistant_message("released")]])
+memory = MimirAgentsMemory(mimir())
+Runner.run_sync(Agent(name="ops", model=model, tools=[shell]), task(M),
+                session=memory.session("s1"), run_config=memory.run_config())
+"""
+WRITERS["google-adk"] = """
+from google.adk.events import Event
+from google.adk.sessions import Session
+from google.genai import types
+from mimir_integrations.google_adk import MimirMemoryService
+call = types.Part(function_call=types.FunctionCall(id="c1", name="shell",
+                                                   args={"command": action(M)}))
+reply = types.Part(function_response=types.FunctionResponse(id="c1", name="shell",
+                                                            response={"output": "released"}))
+prompt = types.Part(text=task(M))
+events = [Event(author="user", content=types.Content(role="user", parts=[prompt])),
+          Event(author="ops", content=types.Content(role="model", parts=[call])),
+          Event(author="ops", content=types.Content(role="user", parts=[reply]))]
+session = Session(id="s1", app_name="ops", user_id="u1", events=events)
+asyncio.run(MimirMemoryService(mimir()).add_session_to_memory(session))
+"""
+
 READERS = {
     "langchain": """
 from mimir_integrations.langchain import MimirRetriever
@@ -132,6 +182,45 @@ async def main():
 anyio.run(main)
 """,
 }
+
+
+READERS["pydantic-ai"] = """
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import FunctionModel
+from mimir_integrations.pydantic_ai import mimir_toolset
+tools = mimir_toolset(mimir())
+def text_for(m):
+    def model(messages, info):
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("recall_experiences", {"query": m, "k": 3})])
+        return ModelResponse(parts=[TextPart("ok")])
+    out = Agent(FunctionModel(model), toolsets=[tools]).run_sync("recall")
+    return " ".join(str(p.content) for msg in out.all_messages() for p in msg.parts
+                    if isinstance(p, ToolReturnPart))
+print(json.dumps({m: action(m) in text_for(m) for m in MARKERS}))
+"""
+READERS["openai-agents"] = """
+from agents import Agent, Runner, set_tracing_disabled
+from agents.testing import ScriptedModel, assistant_message, function_call
+from mimir_integrations.openai_agents import mimir_tools
+set_tracing_disabled(True)
+tools = mimir_tools(mimir(), ["recall_experiences"])
+def text_for(m):
+    model = ScriptedModel([[function_call("recall_experiences", {"query": m, "k": 3},
+                                          call_id="r1")], [assistant_message("ok")]])
+    out = Runner.run_sync(Agent(name="reader", model=model, tools=tools), "recall")
+    return " ".join(str(getattr(i, "output", "")) for i in out.new_items)
+print(json.dumps({m: action(m) in text_for(m) for m in MARKERS}))
+"""
+READERS["google-adk"] = """
+from mimir_integrations.google_adk import MimirMemoryService
+service = MimirMemoryService(mimir(), k=3)
+def text_for(m):
+    found = asyncio.run(service.search_memory(app_name="ops", user_id="u1", query=m))
+    return " ".join(p.text or "" for e in found.memories for p in e.content.parts)
+print(json.dumps({m: action(m) in text_for(m) for m in MARKERS}))
+"""
 
 
 def script(body: str, **consts: object) -> str:
@@ -177,11 +266,15 @@ def test_every_adapter_recalls_what_every_other_recorded(tmp_path: Path) -> None
 
     m = Mimir(home, embedder="hash")
     sources = {e.task.split()[2]: e.source for e in m.recent(20)}
-    assert len(sources) == 5  # one record each, none lost or duplicated
-    assert m.stats().experiences == 5
+    assert len(sources) == len(MARKERS)  # one record each, none lost or duplicated
+    assert m.stats().experiences == len(MARKERS)
     assert sources[MARKERS["spool"]] == "hook" and sources[MARKERS["mcp"]] == "mcp"
-    assert {sources[MARKERS[a]] for a in ("langchain", "langgraph", "llamaindex")} == {
+    adapters = (
         "langchain",
         "langgraph",
         "llamaindex",
-    }
+        "pydantic-ai",
+        "openai-agents",
+        "google-adk",
+    )
+    assert {a: sources[MARKERS[a]] for a in adapters} == {a: a for a in adapters}

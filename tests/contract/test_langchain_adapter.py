@@ -351,7 +351,16 @@ def test_memory_without_langchain_classic_is_a_clear_error() -> None:
     assert "'langchain-classic' extra" in out.stdout
 
 
-_ADAPTERS = ["langchain", "langgraph", "llamaindex", "mcp_server", "hermes"]
+_ADAPTERS = [
+    "langchain",
+    "langgraph",
+    "llamaindex",
+    "mcp_server",
+    "hermes",
+    "pydantic_ai",
+    "openai_agents",
+    "google_adk",
+]
 
 
 def _others(mine: str, *frameworks: str) -> list[str]:
@@ -370,6 +379,18 @@ def _others(mine: str, *frameworks: str) -> list[str]:
         (
             "mimir_integrations.mcp_server",
             _others("mcp_server", "langchain", "langgraph", "langchain_core", "llama_index"),
+        ),
+        (
+            "mimir_integrations.pydantic_ai",
+            _others("pydantic_ai", "langchain_core", "llama_index", "agents", "google.adk"),
+        ),
+        (
+            "mimir_integrations.openai_agents",
+            _others("openai_agents", "langchain_core", "llama_index", "pydantic_ai", "google.adk"),
+        ),
+        (
+            "mimir_integrations.google_adk",
+            _others("google_adk", "langchain_core", "llama_index", "pydantic_ai", "agents"),
         ),
     ],
 )

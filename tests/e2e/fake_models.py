@@ -1,4 +1,5 @@
-"""Small fake model servers on 127.0.0.1 for host end-to-end tests (Anthropic and OpenAI APIs).
+"""Small fake model servers on 127.0.0.1 for host end-to-end tests (Anthropic, OpenAI chat
+completions and Responses, Gemini ``generateContent``).
 
 Both follow one script language in the last user message that contains it:
 ``CALL:toolA,toolB ARGS={json}`` calls the tools one per round trip (when the host offers
@@ -52,9 +53,12 @@ def decide_script(body: dict[str, Any], script: list[tuple[str, dict[str, Any]]]
             return [m.get("content")]
         return [b.get("content") for b in _blocks(m) if b.get("type") == "tool_result"]
 
-    prompt = max(
-        (i for i, m in enumerate(msgs) if m.get("role") == "user" and not results(m)), default=-1
-    )
+    def is_prompt(m: dict[str, Any]) -> bool:
+        # Copilot CLI delivers a preToolUse hook's context as a user message of its own.
+        hook_note = _text(m.get("content")).startswith("Additional context from ")
+        return m.get("role") == "user" and not results(m) and not hook_note
+
+    prompt = max((i for i, m in enumerate(msgs) if is_prompt(m)), default=-1)
     done = [r for m in msgs[prompt + 1 :] for r in results(m)]
     if len(done) < len(script):
         name, args = script[len(done)]
@@ -108,6 +112,44 @@ def decide_openai(body: dict[str, Any]) -> dict[str, Any]:
     return {"text": "FINAL: tool said " + _text(done[-1].get("content"))[:200]}
 
 
+def responses_as_chat(body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses request as chat completions ``messages`` and ``tools``, so one script
+    language drives both: input messages keep their role and text, ``function_call_output``
+    items become ``tool`` messages."""
+    msgs: list[dict[str, Any]] = []
+    for item in body.get("input") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call_output":
+            msgs.append({"role": "tool", "content": _text(item.get("output"))})
+        elif item.get("type", "message") == "message":
+            msgs.append({"role": item.get("role"), "content": _text(item.get("content"))})
+    tools = [{"function": {"name": t.get("name")}} for t in body.get("tools") or []]
+    return {"messages": msgs, "tools": tools}
+
+
+def gemini_as_chat(body: dict[str, Any]) -> dict[str, Any]:
+    """A Gemini request as chat completions ``messages`` and ``tools``: text parts keep their
+    role (``model`` → ``assistant``), ``functionResponse`` parts become ``tool`` messages."""
+    msgs: list[dict[str, Any]] = []
+    for content in body.get("contents") or []:
+        parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
+        for p in parts:
+            answer = p.get("functionResponse") or p.get("function_response")
+            if isinstance(answer, dict):
+                msgs.append({"role": "tool", "content": json.dumps(answer.get("response"))})
+        text = " ".join(str(p["text"]) for p in parts if "text" in p)
+        if text:
+            role = "assistant" if content.get("role") == "model" else "user"
+            msgs.append({"role": role, "content": text})
+    tools = [
+        {"function": {"name": f.get("name")}}
+        for t in body.get("tools") or []
+        for f in t.get("functionDeclarations") or t.get("function_declarations") or []
+    ]
+    return {"messages": msgs, "tools": tools}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -153,9 +195,92 @@ class _Handler(BaseHTTPRequestHandler):
             if not path.endswith("/v1/messages"):
                 return self._json({})
             return self._anthropic(body)
+        if self.server.kind == "gemini":
+            if ":countTokens" in path:
+                return self._json({"totalTokens": 42})
+            return self._gemini(body, stream="alt=sse" in self.path)
+        if self.server.kind == "responses":
+            if not path.endswith("/responses"):
+                return self._json({"error": "not found"}, 404)
+            return self._responses(body)
         if not path.endswith("/chat/completions"):
             return self._json({"error": "not found"}, 404)
         return self._openai(body)
+
+    def _gemini(self, body: dict[str, Any], *, stream: bool) -> None:
+        """Gemini ``generateContent`` / ``streamGenerateContent?alt=sse`` (Gemini CLI). A
+        request for JSON (the CLI's routing and next-speaker checks) gets a fixed verdict."""
+        config = body.get("generationConfig") or {}
+        if config.get("responseMimeType") == "application/json":
+            verdict = {
+                "reasoning": "fake",
+                "next_speaker": "user",
+                "model_choice": "flash",
+                "complexity_reasoning": "fake",
+                "complexity_score": 1,
+            }
+            part: dict[str, Any] = {"text": json.dumps(verdict)}
+        else:
+            chat = gemini_as_chat(body)
+            script = self.server.script
+            d = decide_script(chat, script) if script else decide_openai(chat)
+            if "tool" in d:
+                call = {"name": d["tool"], "args": d["args"], "id": "fc_" + uuid.uuid4().hex[:8]}
+                part = {"functionCall": call}
+            else:
+                part = {"text": d["text"]}
+        reply = {
+            "candidates": [
+                {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 10,
+                "candidatesTokenCount": 5,
+                "totalTokenCount": 15,
+            },
+        }
+        if not stream:
+            return self._json(reply)
+        self._sse([(None, reply)])
+
+    def _responses(self, body: dict[str, Any]) -> None:
+        """The OpenAI Responses API, streamed (what Codex CLI speaks): one output item."""
+        chat = responses_as_chat(body)
+        script = self.server.script
+        d = decide_script(chat, script) if script else decide_openai(chat)
+        rid = "resp_" + uuid.uuid4().hex[:12]
+        if "tool" in d:
+            item: dict[str, Any] = {
+                "type": "function_call",
+                "id": "fc_" + uuid.uuid4().hex[:8],
+                "call_id": "call_" + uuid.uuid4().hex[:8],
+                "name": d["tool"],
+                "arguments": json.dumps(d["args"]),
+                "status": "completed",
+            }
+        else:
+            text = {"type": "output_text", "text": d["text"], "annotations": []}
+            item = {
+                "type": "message",
+                "id": "msg_" + uuid.uuid4().hex[:8],
+                "role": "assistant",
+                "status": "completed",
+                "content": [text],
+            }
+        usage = {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 15,
+        }
+        events: list[dict[str, Any]] = [
+            {"type": "response.created", "response": {"id": rid}},
+            {"type": "response.output_item.added", "output_index": 0, "item": item},
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+            {"type": "response.completed", "response": {"id": rid, "usage": usage}},
+        ]
+        self._sse([(e["type"], e) for e in events])
 
     def _anthropic(self, body: dict[str, Any]) -> None:
         script = self.server.script
@@ -314,7 +439,8 @@ class _Server(ThreadingHTTPServer):
 
 @contextmanager
 def fake_model_server(kind: str) -> Iterator[_Server]:
-    """A fake ``anthropic`` (Messages) or ``openai`` (chat completions) server, in a thread."""
+    """A fake ``anthropic`` (Messages), ``openai`` (chat completions), ``responses``
+    (OpenAI Responses) or ``gemini`` (``generateContent``) server, in a thread."""
     server = _Server(kind)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -602,3 +602,67 @@ def test_private_dirs_survive_a_parent_removed_meanwhile(
     target = tmp_path / "a" / "session" / "seen"
     spool.ensure_private_dir(target)
     assert raced and target.is_dir() and (target.parent.stat().st_mode & 0o777) == 0o700
+
+
+def test_mapping_fields_read_an_exit_code_inside_text_and_combine_tests() -> None:
+    """``regex`` reads a value out of a text, ``all`` combines tests, ``first`` falls back: what a
+    host that reports a shell's exit code only inside its output (Gemini CLI) needs."""
+    mapping = HookMapping.from_dict(
+        {
+            "host": "h",
+            "events": [
+                {
+                    "when": {"e": "after"},
+                    "kind": "tool",
+                    "tool": "name",
+                    "ok": {
+                        "all": [
+                            {"path": "out.error", "equals": None},
+                            {"path": "out.text", "regex": r"Exit Code: (-?\d+)", "in": [None, "0"]},
+                        ]
+                    },
+                    "error": {"first": ["out.error.message", "out.text"]},
+                }
+            ],
+        }
+    )
+
+    def event(out: dict[str, Any]) -> tuple[bool, str]:
+        ev = mapping.event({"e": "after", "name": "run_shell_command", "out": out})
+        return ev.ok, ev.error
+
+    assert event({"text": "Output: done\nExit Code: 0"}) == (True, "Output: done\nExit Code: 0")
+    assert event({"text": "Output: no rule\nExit Code: 2"})[0] is False
+    assert event({"text": "no exit code at all"})[0] is True
+    assert event({"text": "x", "error": {"message": "File not found"}}) == (False, "File not found")
+    assert mapping.event({"e": "after", "out": {"text": "Exit Code: 1"}}).ok is False
+    not_in = HookMapping.from_dict(
+        {"host": "h", "events": [{"kind": "tool", "ok": {"path": "c", "not_in": [1, 2]}}]}
+    )
+    assert not_in.event({"c": 0}).ok and not not_in.event({"c": 2}).ok
+    bad = {"host": "h", "events": [{"kind": "tool", "ok": {"all": [{"path": "t", "regex": "("}]}}]}
+    with pytest.raises(MappingError, match=r"events\[0\]\.ok\.all\[0\]\.regex: '\('"):
+        HookMapping.from_dict(bad)
+
+
+def test_a_mapping_tells_apart_payloads_that_do_not_name_their_event() -> None:
+    """``{"exists": bool}`` in ``when``: Copilot CLI's payloads carry no event name, only their
+    own fields."""
+    mapping = HookMapping.from_dict(
+        {
+            "host": "h",
+            "session": "sid",
+            "events": [
+                {"when": {"result": {"exists": True}}, "kind": "tool", "tool": "name"},
+                {
+                    "when": {"name": {"exists": True}, "result": {"exists": False}},
+                    "kind": "pretool",
+                },
+                {"when": {"prompt": {"exists": True}}, "kind": "task", "text": "prompt"},
+            ],
+        }
+    )
+    assert mapping.event({"sid": "s", "name": "bash", "result": {}}).kind == "tool"
+    assert mapping.event({"sid": "s", "name": "bash"}).kind == "pretool"
+    assert mapping.event({"sid": "s", "prompt": "deploy"}).text == "deploy"
+    assert mapping.event({"sid": "s", "other": 1}).kind == "ignore"

@@ -45,7 +45,11 @@ except ModuleNotFoundError:  # Python 3.10: pytest's own dependency
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "docs" / "hosts").glob("*.md")),
+]
 
 HERMES_PIP = (
     '"$(dirname "$(readlink -f "$(command -v hermes)")")/python" -m pip install '
@@ -55,6 +59,8 @@ HERMES_PIP = (
 NOT_RUN = {
     ("README.md", "bash .ci/dev demo"): "creates .venv and installs from the network; "
     "CI runs `.ci/dev test` itself",
+    ("README.md", "pip install 'mimir-lessons[mcp]' && mimir setup claude-code"): "changes the "
+    "real ~/.claude/settings.json",
     ("docs/benchmarks.md", "python -m bench --quick"): "the benchmarks take minutes to hours; "
     "each part has a smoke test",
     ("docs/hooks.md", HERMES_PIP): "needs the Hermes Agent installed, and pip from the network",

@@ -30,7 +30,7 @@ def choices(parser: Any, command: str) -> list[str]:
 
 def test_every_derived_list_equals_the_hosts_list() -> None:
     hook_hosts = [h.name for h in HOSTS if h.hook]
-    assert hook_hosts == ["claude-code", "cline"]  # what the CLI offered before the list
+    assert hook_hosts == ["claude-code", "cline", "codex", "gemini", "copilot"]
     parser = build_parser()
     assert choices(parser, "hook") == sorted(hook_hosts)
     for command in ("setup", "uninstall"):

@@ -7,7 +7,17 @@ import subprocess
 import sys
 import textwrap
 
-HOST_FRAMEWORKS = ["langchain", "langchain_core", "langgraph", "llama_index", "mcp", "anthropic"]
+HOST_FRAMEWORKS = [
+    "langchain",
+    "langchain_core",
+    "langgraph",
+    "llama_index",
+    "mcp",
+    "anthropic",
+    "pydantic_ai",
+    "agents",
+    "openai",
+]
 
 
 def run(code: str) -> str:

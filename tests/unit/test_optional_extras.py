@@ -101,6 +101,24 @@ CASES = [
         "llama_index",
         "import mimir_integrations.llamaindex",
     ),
+    (
+        "mimir_integrations.pydantic_ai",
+        "pydantic-ai",
+        "pydantic_ai",
+        "import mimir_integrations.pydantic_ai",
+    ),
+    (
+        "mimir_integrations.openai_agents",
+        "openai-agents",
+        "agents",
+        "import mimir_integrations.openai_agents",
+    ),
+    (
+        "mimir_integrations.google_adk",
+        "google-adk",
+        "google",
+        "import mimir_integrations.google_adk",
+    ),
     ("mimir_integrations.mcp_server", "mcp", "mcp", "import mimir_integrations.mcp_server"),
     ("mimir_integrations.mcp_server", "mcp", "anyio", "import mimir_integrations.mcp_server"),
     (

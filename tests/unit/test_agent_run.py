@@ -1,0 +1,81 @@
+"""``mimir_core.agent_run``: the seams every in-process framework adapter shares."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mimir_core import Mimir
+from mimir_core.agent_run import RunMemory, call_message, tool_answer, tool_message
+
+NOTE = "<mimir-memory>\nfailed here before\n</mimir-memory>"
+
+
+def turn(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "deploy the billing service"},
+        call_message([("c1", "deploy", {"target": "prod"})]),
+        result,
+    ]
+
+
+def test_a_failed_result_is_an_error_without_mimirs_note() -> None:
+    msg = tool_message("c1", f"ImagePullBackOff\n\n{NOTE}", failed=True)
+    assert msg == {"role": "tool", "tool_call_id": "c1", "content": '{"error": "ImagePullBackOff"}'}
+    assert tool_message("c2", {"ok": 1}, failed=False)["content"] == '{"ok": 1}'
+
+
+def test_a_failure_recorded_as_it_happens_is_the_runs_record(hash_mimir: Mimir) -> None:
+    memory = RunMemory(hash_mimir, source="fw")
+    failed = tool_message("c1", "ImagePullBackOff", failed=True)
+    assert memory.tool_failed(turn(failed), "deploy", {"target": "prod"}, run_id="r1") == ""
+    # The run's end sees the same call, its result now carrying Mimir's note: still one record.
+    noted = tool_message("c1", f"ImagePullBackOff\n\n{NOTE}", failed=True)
+    assert memory.record_run(turn(noted), run_id="r1") == 1
+    [record] = hash_mimir.recent(5)
+    assert (record.outcome, record.action, record.reason, record.source) == (
+        "failure",
+        'deploy {"target": "prod"}',
+        "ImagePullBackOff",
+        "fw",
+    )
+    # Another run is another record; and the next failure of that call hears about the first.
+    note = memory.tool_failed(turn(failed), "deploy", {"target": "prod"}, run_id="r2")
+    assert "failed here before" in note and len(hash_mimir.recent(5)) == 2
+
+
+def test_the_cached_context_is_dropped_after_a_record(hash_mimir: Mimir) -> None:
+    memory = RunMemory(hash_mimir, source="fw", cache_seconds=3600)
+    action = 'deploy {"target": "prod"}'
+    hash_mimir.record_failure("deploy the billing service", action, "timeout")
+    assert memory.context("deploy the billing service") == ""  # one failure: nothing to say yet
+    hash_mimir.record_failure("deploy the billing service", action, "timeout", session_id="b")
+    assert memory.context("deploy the billing service") == ""  # cached
+    memory.record_run(turn(tool_message("c1", "ImagePullBackOff", failed=True)))
+    assert "<mimir-memory>" in memory.context("deploy the billing service")
+
+
+class Broken:
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            raise OSError("disk full")
+
+        return fail
+
+
+def test_every_seam_fails_open() -> None:
+    memory = RunMemory(Broken(), source="fw")  # type: ignore[arg-type]
+    failed = tool_message("c1", "boom", failed=True)
+    assert memory.context("deploy") == ""
+    assert memory.before_tool("deploy", {"target": "prod"}, task="deploy") == ""
+    assert memory.tool_failed(turn(failed), "deploy", {"target": "prod"}) == ""
+    assert memory.record_run(turn(failed)) == 1  # read, then the write failed and was logged
+
+
+def test_a_tool_answer_names_the_bad_argument(hash_mimir: Mimir) -> None:
+    assert tool_answer(hash_mimir, "recall_experiences", {"k": 0}, source="fw") == {
+        "error": "query: is required: a non-empty string\nk: must be an integer from 1 to 100; "
+        "got 0"
+    }
+    ok = tool_answer(hash_mimir, "memory_stats", {}, source="fw")
+    assert set(ok) == {"result", "data"} and json.dumps(ok)
