@@ -1,23 +1,26 @@
 """Recommend the best-supported action for a task, with an honest confidence.
 
-* Evidence is only on-topic: experiences whose task vector is close to the new task's (a cosine
-  threshold), never anything that merely shares a word.
-* Equivalent phrasings of an action pool their evidence: actions are clustered by the cosine of
-  their own embeddings (or identical normalised text), but two shell commands with different
-  signatures never pool (:func:`mimir_core.actions.command_signature`: ``pytest tests/x`` is not
-  ``alembic upgrade head && pytest tests/x``, however close their embeddings).
-* Confidence is the 5% lower bound of Beta(0.5 + s, 0.5 + f) (Jeffreys prior), where a partial
-  outcome counts by its score. Relevance and recency decay weight which action *wins*;
-  ``explore=True`` draws the winner by Thompson sampling instead (other projects' evidence
-  worth at most :attr:`RecommendTuning.prior_strength` observations in the draw).
+* Evidence is only on-topic, and it pools across the task's family: each experience counts by
+  how likely its task is the same kind of task (P(same family | cosine), directly or through
+  the task's family centroid: :mod:`mimir_core.family`), never by its distance to the single
+  closest hit. So confidence rises with a family's evidence, and an exact-text match does not
+  shut out the family's paraphrases. Nothing that merely shares a word counts.
+* Equivalent phrasings of an action pool their evidence (:mod:`mimir_core.action_clusters`).
+* One evidence count per action (:func:`evidence`) makes the draw, the ranking, the confidence
+  and the point estimate: the records' family probabilities (and clock decay, when a half-life
+  is set), their sources' independence, older outcomes fading once newer ones of the action
+  arrive (:attr:`RecommendTuning.recent_half_life`, so drift shows), other projects' evidence
+  worth at most :attr:`RecommendTuning.prior_strength` observations (the same fix may not
+  work here).
+* Confidence is the 5% lower bound of Beta(0.5 + s, 0.5 + f) (Jeffreys prior) of that count,
+  where a partial outcome counts by its score; the winner is the best lower bound, or with
+  ``explore=True`` the best Thompson draw (times how likely its evidence is this kind of task).
 * ``expected_success`` is the calibrated point estimate: the posterior mean from the
-  uninformed prior 0.5 (:attr:`RecommendTuning.prior_rate`), where this project's evidence
-  counts in full, other projects' at most as
-  :attr:`RecommendTuning.prior_strength` pseudo-observations (the same fix may not work here),
-  and an action's older outcomes fade once newer ones of it arrive
-  (:attr:`RecommendTuning.recent_half_life`), so drift shows, and many outcomes count with
+  uninformed prior 0.5 (:attr:`RecommendTuning.prior_rate`), many outcomes counting with
   diminishing returns (:attr:`RecommendTuning.overdispersion`); times the probability that its
   closest evidence is the same kind of task at all (:attr:`RecommendTuning.topic_logit`).
+* When the task's own kind has a well-tried action (:attr:`RecommendTuning.well_tried`), an
+  action whose evidence is clearly of another kind is listed but not chosen.
 * **Independent sources, not volume.** A record's evidence is weighted by its source (session,
   thread or host; :func:`~mimir_core.observations.tally.evidence_source`): one source's n
   records of an action count as n / (1 + (n - 1) / 2) observations, at most two. Fifty forged
@@ -37,14 +40,15 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .action_clusters import ActionCluster, ClusterIndex, cluster_index
 from .actions import command_signature, destructive_reason, normalise_action
 from .beta import jeffreys_lower_bound
+from .family import family_probabilities, topic_probability
 from .filters import Filter
-from .observations.tally import evidence_source, independence_weights
 from .recall import decay_factor
 from .store import DOC, EXPERIENCES, Store
 from .types import Alternative, Recommendation
@@ -59,14 +63,27 @@ class RecommendTuning:
     """The knobs of the recommender (defaults tuned on the labelled set)."""
 
     topic_threshold: float = 0.40
-    """Minimum task cosine for an experience to count as evidence."""
-    topic_margin: float = 0.30
-    """Evidence must also be within this cosine of the closest experience (same neighbourhood)."""
+    """An experience counts as evidence from the family probability of this cosine (0.43)."""
+    centroid_core: float = 0.50
+    """Cosine from which a past task is confidently the same kind (P 0.85) and joins the
+    task's family centroid (:func:`family_probabilities`)."""
+    centroid_shift: float = 0.03
+    """Cosine taken off a candidate's cosine to the family centroid before it is read as
+    :func:`topic_probability` (a centroid is closer to every member than members are to each
+    other; chosen on the dev learning stream so that the share of pooled weight from other
+    families stays that of the direct cosine)."""
     action_threshold: float = 0.70
     """Minimum action cosine for two phrasings to pool their evidence."""
     candidates: int = 100
     """Nearest experiences considered (each on-topic one costs a Beta quantile or two)."""
     quantile: float = 0.05
+    well_tried: float = 4.0
+    """Observations (as counted by :meth:`ActionCluster.evidence`) that, with a lower bound of
+    at least :attr:`well_tried_bound`, make an action well tried on the task's own kind..."""
+    well_tried_bound: float = 0.5
+    family_gap: float = 0.10
+    """...and then an action whose evidence is this much less likely (:func:`topic_probability`)
+    the same kind of task is not chosen: exploring it is a bet on another kind of task."""
     failure_threshold: float = 0.30
     """Task cosine down to which this project's failed attempts of an action count against it
     (paraphrases of a task often sit below :attr:`topic_threshold`)."""
@@ -115,145 +132,14 @@ def _lower_bound(successes: float, failures: float, q: float) -> float:
     return jeffreys_lower_bound(successes, failures, q)
 
 
-@dataclass
-class ActionCluster:
-    """One action and its equivalent phrasings, with pooled evidence."""
-
-    vector: npt.NDArray[np.float32]
-    key: str
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    weights: list[float] = field(default_factory=list)
-    sig: str | None = None
-    """The command signature of its shell commands (``None``: prose only so far)."""
-    _independence: list[float] | None = field(default=None, init=False, repr=False)
-
-    def independence(self) -> list[float]:
-        """Each row's weight as evidence by its source: one session's many records of this
-        action count with diminishing weight (:func:`~mimir_core.observations.tally.
-        independence_weights`), so volume from one source cannot outvote independent ones."""
-        if self._independence is None or len(self._independence) != len(self.rows):
-            self._independence = independence_weights([evidence_source(r) for r in self.rows])
-        return self._independence
-
-    def counts(self, weighted: bool) -> tuple[float, float]:
-        """(successes, failures), each record weighted by its source's independence and, when
-        ``weighted``, by its relevance and recency."""
-        s = f = 0.0
-        for row, w, ind in zip(self.rows, self.weights, self.independence(), strict=True):
-            mult = (w if weighted else 1.0) * ind
-            score = float(row["score"])
-            s += mult * score
-            f += mult * (1.0 - score)
-        return s, f
-
-    def label(self) -> str:
-        """The phrasing with the most success behind it (ties: the most recent)."""
-        best: dict[str, float] = {}
-        for row in self.rows:
-            best[row["action"]] = best.get(row["action"], 0.0) + float(row["score"]) + 1e-6
-        return max(best.items(), key=lambda kv: kv[1])[0]
-
-
-def cluster_actions(
-    rows: list[dict[str, Any]], weights: list[float], threshold: float
-) -> list[ActionCluster]:
-    """Greedy clustering of actions by identical normalised text or embedding cosine.
-
-    A shell command never joins a cluster holding a command of another signature (prose, which
-    has none, pools by embedding alone: "ran the migrations first" may describe a command).
-    """
-    return cluster_index(rows, weights, threshold).clusters
-
-
-def cluster_index(
-    rows: list[dict[str, Any]], weights: list[float], threshold: float
-) -> ClusterIndex:
-    """:func:`cluster_actions`, as the index that found the clusters (to look more actions up
-    in them)."""
-    import numpy as np
-
-    index = ClusterIndex(threshold)
-    for row, w in sorted(zip(rows, weights, strict=True), key=lambda rw: rw[0]["created_at"]):
-        vec = np.asarray(row["action_vector"], dtype=np.float32)
-        key = normalise_action(row["action"])
-        sig = command_signature(row["action"])
-        home = index.find(key, sig, vec)
-        if home is None:
-            home = index.add(ActionCluster(vector=vec, key=key, sig=sig))
-        elif home.sig is None:
-            home.sig = sig
-        home.rows.append(row)
-        home.weights.append(w)
-    return index
-
-
-class ClusterIndex:
-    """Action clusters with their vectors stacked, so that finding an action's cluster is one
-    matrix product rather than a numpy call per cluster (~200 lookups per ``recommend``)."""
-
-    def __init__(self, threshold: float) -> None:
-        self.threshold = threshold
-        self.clusters: list[ActionCluster] = []
-        self._by_key: dict[str, ActionCluster] = {}
-        self._vectors: npt.NDArray[np.float32] | None = None
-
-    def add(self, cluster: ActionCluster) -> ActionCluster:
-        """Index ``cluster`` (by its key and vector); returns it."""
-        import numpy as np
-
-        n = len(self.clusters)
-        if self._vectors is None or n == len(self._vectors):
-            grown = np.zeros((max(8, 2 * n), len(cluster.vector)), dtype=np.float32)
-            if self._vectors is not None:
-                grown[:n] = self._vectors
-            self._vectors = grown
-        self._vectors[n] = cluster.vector
-        self.clusters.append(cluster)
-        self._by_key.setdefault(cluster.key, cluster)
-        return cluster
-
-    def find(self, key: str, sig: str | None, vec: npt.NDArray[np.float32]) -> ActionCluster | None:
-        """The cluster an action belongs to (same normalised text, else the closest by
-        embedding at or above the threshold among clusters of a compatible command signature;
-        ties go to the newer cluster), or ``None``."""
-        same = self._by_key.get(key)
-        if same is not None or self._vectors is None:
-            return same
-        n = len(self.clusters)
-        sims = self._vectors[:n] @ vec
-        best = n - 1 - int(sims[::-1].argmax())  # the newest of the closest
-        if float(sims[best]) < self.threshold:
-            return None  # the usual answer, without sorting
-        cl = self.clusters[best]
-        if sig is None or cl.sig is None or cl.sig == sig:
-            return cl
-        for i in sims.argsort(kind="stable")[::-1]:  # best first; ties: the newer one first
-            if float(sims[i]) < self.threshold:
-                break
-            cl = self.clusters[int(i)]
-            if sig is not None and cl.sig is not None and cl.sig != sig:
-                continue  # two different commands, however close their embeddings
-            return cl
-        return None
-
-
-def scoped_counts(
-    cl: ActionCluster, prefer_scope: str | None, tuning: RecommendTuning = DEFAULT_TUNING
+def evidence(
+    cl: ActionCluster, prefer_scope: str | None, tuning: RecommendTuning
 ) -> tuple[float, float]:
-    """Relevance-weighted (successes, failures) of an action for Thompson sampling: this
-    project's evidence in full, other projects' worth at most ``tuning.prior_strength``
-    observations (the same fix may not work here). Without a project scope: all of it."""
-    here = [0.0, 0.0]
-    other = [0.0, 0.0]
-    for row, w, ind in zip(cl.rows, cl.weights, cl.independence(), strict=True):
-        mine = prefer_scope is None or (row.get("scope") or "") == prefer_scope
-        tally = here if mine else other
-        score = float(row["score"])
-        tally[0] += w * ind * score
-        tally[1] += w * ind * (1.0 - score)
-    n_other = other[0] + other[1]
-    scale = min(1.0, tuning.prior_strength / n_other) if n_other > 0 else 0.0
-    return here[0] + scale * other[0], here[1] + scale * other[1]
+    """An action's evidence for the task at hand (:meth:`ActionCluster.evidence` with this
+    tuning's recency and other projects' cap)."""
+    return cl.evidence(
+        prefer_scope, recent_half_life=tuning.recent_half_life, prior_strength=tuning.prior_strength
+    )
 
 
 def expected_success(
@@ -261,27 +147,9 @@ def expected_success(
 ) -> float:
     """The calibrated point estimate of an action's success rate (see the module docstring):
     the posterior mean from ``tuning.prior_rate`` (worth ``tuning.base_strength``
-    observations), other projects' evidence (worth at most
-    ``tuning.prior_strength``) and this project's recency-weighted evidence."""
-    order = sorted(
-        zip(cl.rows, cl.independence(), strict=True),
-        key=lambda ri: float(ri[0]["created_at"]),
-        reverse=True,
-    )
-    here = [0.0, 0.0, 0.0]  # successes, failures, newer outcomes seen so far
-    other = [0.0, 0.0, 0.0]
-    for row, ind in order:
-        mine = prefer_scope is None or (row.get("scope") or "") == prefer_scope
-        tally = here if mine else other  # recency within each side: drift is per project
-        half = tuning.recent_half_life
-        w = ind * (0.5 ** (tally[2] / half) if half > 0 else 1.0)
-        score = float(row["score"])
-        tally[0] += w * score
-        tally[1] += w * (1.0 - score)
-        tally[2] += 1.0
-    n_other = other[0] + other[1]
-    scale = min(1.0, tuning.prior_strength / n_other) if n_other > 0 else 0.0
-    s, f = here[0] + scale * other[0], here[1] + scale * other[1]
+    observations) given the action's :func:`evidence`, many outcomes counting with
+    diminishing returns (``tuning.overdispersion``)."""
+    s, f = evidence(cl, prefer_scope, tuning)
     n = s + f
     if n > 1.0 and tuning.overdispersion > 0:  # correlated outcomes: diminishing returns
         shrink = 1.0 / (1.0 + (n - 1.0) * tuning.overdispersion)
@@ -290,11 +158,8 @@ def expected_success(
     return (k * tuning.prior_rate + s) / (k + s + f)
 
 
-def topic_probability(sim: float, tuning: RecommendTuning = DEFAULT_TUNING) -> float:
-    """How likely a past task at cosine ``sim`` is the same kind of task as the new one
-    (:attr:`RecommendTuning.topic_logit`)."""
-    a, b = tuning.topic_logit
-    return 1.0 / (1.0 + math.exp(-(a + b * sim)))
+def _topic(sim: float, tuning: RecommendTuning) -> float:
+    return topic_probability(sim, tuning.topic_logit)
 
 
 def _failed_here(
@@ -340,12 +205,35 @@ def _failed_here(
     return only_failed, [cl for cl in loose.clusters if cl.counts(weighted=False)[0] <= 1e-9]
 
 
+def _well_tried_topic(
+    clusters: list[ActionCluster],
+    failed_here: set[int],
+    prefer_scope: str | None,
+    tuning: RecommendTuning,
+) -> float:
+    """How likely the closest evidence of the task's *well-tried* actions is the same kind of
+    task (:attr:`RecommendTuning.well_tried`), or ``0`` when no action is well tried."""
+    best = 0.0
+    for cl in clusters:
+        if id(cl) in failed_here:
+            continue
+        s, f = evidence(cl, prefer_scope, tuning)
+        if s + f >= tuning.well_tried and _lower_bound(s, f, tuning.quantile) >= (
+            tuning.well_tried_bound
+        ):
+            best = max(best, cl.topic())
+    return best
+
+
 #: Options ranked exactly (the winner and the first alternatives); the rest by an upper bound.
 EXACT_HEAD = 6
 
 
 def _exact_head(
-    bounded: list[tuple[float, ActionCluster, Alternative]], q: float
+    bounded: list[tuple[float, ActionCluster, Alternative]],
+    q: float,
+    prefer_scope: str | None,
+    tuning: RecommendTuning,
 ) -> list[tuple[float, ActionCluster, Alternative]]:
     """Rank options by their weighted lower bound, given an upper bound of it for each.
 
@@ -363,7 +251,7 @@ def _exact_head(
         if len(head) >= EXACT_HEAD and upper + 1e-6 < head[-1]:
             out += bounded[i:]
             break
-        sw, fw = cl.counts(weighted=True)
+        sw, fw = evidence(cl, prefer_scope, tuning)
         rank = _lower_bound(sw, fw, q)
         out.append((rank, cl, alt))
         head = sorted([*head, rank], reverse=True)[:EXACT_HEAD]
@@ -384,23 +272,30 @@ def recommend(
     tuning: RecommendTuning = DEFAULT_TUNING,
 ) -> Recommendation | None:
     """The best-supported action for ``task``, or ``None`` without usable on-topic evidence."""
-    cols = ["_rowid", DOC, "action_vector"]  # the document holds action, outcome, score, ...
+    cols = ["_rowid", DOC, "action_vector", "vector"]  # the document: action, outcome, ...
     rows = store.vector_search(
         EXPERIENCES, qvec, where=where, limit=tuning.candidates, columns=cols
     )
     rows = store.expand_docs(rows)
     ts_now = now.timestamp()
-    best_sim = max((1.0 - float(r["_distance"]) for r in rows), default=0.0)
-    floor = max(tuning.topic_threshold, best_sim - tuning.topic_margin)
+    floor = tuning.topic_threshold
+    family = family_probabilities(
+        rows,
+        qvec,
+        logit=tuning.topic_logit,
+        core=tuning.centroid_core,
+        shift=tuning.centroid_shift,
+    )
+    p_floor = _topic(floor, tuning)
     on_topic: list[dict[str, Any]] = []
     weights: list[float] = []
-    for row in rows:
-        sim = 1.0 - float(row["_distance"])
-        if sim < floor:
+    for row, p in zip(rows, family, strict=True):
+        if p < p_floor:
             continue
-        w = sim * decay_factor(float(row["created_at"]), ts_now, half_life_days)
-        if prefer_scope is not None and (row.get("scope") or "") != prefer_scope:
-            w *= 0.5  # another project's evidence counts, but less
+        # Counted as likely as it is the same kind of task, whatever else is closer: an exact
+        # match must not shut out its paraphrases (the family's evidence pools).
+        row["_topic"] = p
+        w = p * decay_factor(float(row["created_at"]), ts_now, half_life_days)
         on_topic.append(row)
         weights.append(w)
     if not on_topic:
@@ -410,11 +305,13 @@ def recommend(
     failed_here, loose = _failed_here(index, rows, prefer_scope, floor, tuning)
     options: list[tuple[float, ActionCluster, Alternative]] = []
     bounded: list[tuple[float, ActionCluster, Alternative]] = []
+    anchor = _well_tried_topic(clusters, failed_here, prefer_scope, tuning)
     for cl in clusters + loose:
         s, f = cl.counts(weighted=False)
+        es, ef = evidence(cl, prefer_scope, tuning)
         alt = Alternative.model_construct(  # every field made here, of its type: not validated
             action=cl.label(),
-            confidence=round(_lower_bound(s, f, tuning.quantile), 6),
+            confidence=round(_lower_bound(es, ef, tuning.quantile), 6),
             successes=round(s, 6),
             failures=round(f, 6),
             evidence_ids=[r["id"] for r in cl.rows],
@@ -424,13 +321,18 @@ def recommend(
             # only ever failed (here), or destroys data / disables a safety net: listed, never
             # chosen (evidence never makes such a command advice; a person may pin a lesson)
             options.append((-1.0, cl, alt))
+        elif cl.topic() < anchor - tuning.family_gap:
+            options.append((-0.5, cl, alt))  # another kind of task's: listed, never chosen
         elif explore:
-            sw, fw = scoped_counts(cl, prefer_scope, tuning)
-            options.append((float(rng.beta(0.5 + sw, 0.5 + fw)), cl, alt))
+            # The draw is of the action's rate on tasks like its evidence, times how likely that
+            # evidence is this kind of task: a promising action of a neighbouring family does
+            # not outdraw this family's well-tried one.
+            sw, fw = es, ef
+            options.append((float(rng.beta(0.5 + sw, 0.5 + fw)) * cl.topic(), cl, alt))
         else:  # an upper bound of the rank: the bound falls with failures, rises with successes
-            sw_up = math.ceil(cl.counts(weighted=True)[0] * 32.0) / 32.0  # on a grid: memoised
+            sw_up = math.ceil(es * 32.0) / 32.0  # on a grid: memoised
             bounded.append((_lower_bound(sw_up, 0.0, tuning.quantile), cl, alt))
-    options += _exact_head(bounded, tuning.quantile)
+    options += _exact_head(bounded, tuning.quantile, prefer_scope, tuning)
     options.sort(key=lambda o: (-o[0], -o[2].successes, o[2].action))
     rank, best_cl, best = options[0]
     if rank < 0:
@@ -440,8 +342,7 @@ def recommend(
         action=best.action,
         confidence=best.confidence,
         expected_success=round(
-            topic_probability(max(1.0 - float(r["_distance"]) for r in best_cl.rows), tuning)
-            * expected_success(best_cl, prefer_scope, tuning),
+            best_cl.topic() * expected_success(best_cl, prefer_scope, tuning),
             6,
         ),
         successes=best.successes,

@@ -49,7 +49,7 @@ from .evidence import (
     load_exps,
     outcomes,
 )
-from .fade import ADMITTED_UNTIL, FADED_AT, broken, may_return, stale
+from .fade import ADMITTED_UNTIL, FADED_AT, MIN_FRESH, broken, made_again, may_return, stale
 from .gate import breaker, offline_gate
 from .lifecycle import Write, log_event, row_valid, write_batch
 from .mine import Draft, average_linkage, mine, topics
@@ -579,6 +579,24 @@ def _unless_broken(gate: GateResult, d: Draft, evidence: Sequence[Exp]) -> GateR
     return gate.model_copy(update={"passed": False, "detail": f"{gate.detail}; {lately}"})
 
 
+def _unless_faded_elsewhere(gate: GateResult, d: Draft, same: Sequence[Known]) -> GateResult:
+    """The gate's verdict, failed while a lesson of the same action and polarity that faded
+    (in any scope) has not been made again by fresh outcomes in this draft's scope: a faded
+    global rule is otherwise narrowed at once to the projects whose old tallies still make it
+    (:func:`~mimir_core.lessons.fade.made_again`)."""
+    if not gate.passed:
+        return gate
+    faded = [
+        float(k.lesson.provenance[FADED_AT])
+        for k in same
+        if k.lesson.status == "candidate" and k.lesson.provenance.get(FADED_AT) is not None
+    ]
+    if not faded or made_again(d.kind, d.key, d.sig, d.avec, d.topic, d.scope, max(faded)):
+        return gate
+    why = f"but its lesson faded lately: waits for {MIN_FRESH} fresh outcomes that make it again"
+    return gate.model_copy(update={"passed": False, "detail": f"{gate.detail}; {why}"})
+
+
 def _decide(
     m: Mimir,
     d: Draft,
@@ -606,7 +624,12 @@ def _decide(
     narrowed = {k.lesson.id for k in same if d.against and k.lesson.scope in ("", *d.against)}
     twin = next((k for k in alike if k.lesson.status in ("candidate", "active")), None)
     if twin is None or twin.lesson.status != "active":  # admitting: not if it already turned
-        gate = _unless_broken(gate, d, evidence)
+        # A lesson narrowed to some projects is checked against its action's newest tries in
+        # every project of the topic: when a fix stops working everywhere (an upgrade), the
+        # projects where it failed lately contradict it first, and the others' old successes
+        # would otherwise admit it there, on evidence from before the change.
+        gate = _unless_broken(gate, d, d.topic if d.against else evidence)
+        gate = _unless_faded_elsewhere(gate, d, same)
     if twin is not None and d.revises is None:
         if twin.lesson.id not in plan.decided:
             _merge(m, d, twin, gate, report, plan, run_id=run_id)

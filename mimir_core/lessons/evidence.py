@@ -5,10 +5,10 @@
   clears :data:`TOPIC_LINK` (the same average-linkage rule that formed the topic). A lesson
   without topic members (written by hand or by an old version) falls back to its trigger.
 * **Following** a lesson: for ``prefer``/``procedure`` doing its action; for ``avoid`` doing
-  anything else. "Its action" means what :func:`mimir_core.recommend.cluster_actions` would pool
-  (identical normalised text, or an action-embedding cosine of at least ``action_threshold``)
-  *and*, for shell commands, the same **command signature**: the tools, their subcommands and
-  long flags (:func:`mimir_core.actions.command_signature`).
+  anything else. "Its action" means what :func:`mimir_core.action_clusters.cluster_actions`
+  would pool (identical normalised text, or an action-embedding cosine of at least
+  ``action_threshold``) *and*, for shell commands, the same **command signature**: the tools,
+  their subcommands and long flags (:func:`mimir_core.actions.command_signature`).
 * **Confidence** is the 5% lower bound of the Beta posterior of the lesson's claim (the action
   works, or fails for ``avoid``) from scored evidence only: the topic's experiences of its action
   and explicit feedback. Nothing else moves it.
@@ -108,7 +108,7 @@ class Exp:
         )
 
     def as_row(self) -> dict[str, Any]:
-        """The mapping :func:`mimir_core.recommend.cluster_actions` clusters."""
+        """The mapping :func:`mimir_core.action_clusters.cluster_actions` clusters."""
         return {
             "id": self.id,
             "action": self.action,

@@ -20,7 +20,10 @@ what happened since the lesson was served:
   already break it by the same rule (:func:`broken`): it would fade at the next run.
 * **Return.** A faded lesson is re-admitted only on evidence gathered since it faded: at least
   :data:`MIN_FRESH` outcomes whose own tally makes the lesson again (the miner's rule), besides
-  passing the ε-gate. Otherwise the old history would re-admit it at the next run.
+  passing the ε-gate. Otherwise the old history would re-admit it at the next run. The same
+  holds for a new lesson of the same action in another scope while one faded (the miner
+  narrows a faded global rule to the projects whose old tallies still make it): it waits for
+  fresh outcomes in its own scope (:func:`made_again`).
 """
 
 from __future__ import annotations
@@ -59,12 +62,6 @@ def _bar(kind: str) -> float:
 def _key(lesson: Lesson) -> tuple[str, str | None]:
     key = str(lesson.provenance.get("action_key") or "")
     return key, command_signature(lesson.action) if lesson.action else None
-
-
-def _claim(lesson: Lesson, avec: Vec, exps: Sequence[Exp]) -> tuple[float, float]:
-    """(held, broke) of the lesson's claim over ``exps`` (its action's outcomes only)."""
-    _sup, _con, held, broke = claim_evidence(lesson.kind, *_key(lesson), avec, exps)
-    return held, broke
 
 
 def _since(lesson: Lesson, topic: Sequence[Exp], after: float) -> list[Exp]:
@@ -116,17 +113,35 @@ def broken(kind: str, key: str, sig: str | None, avec: Vec, evidence: Sequence[E
     return f"but lately {why}" if why else None
 
 
+def made_again(
+    kind: str, key: str, sig: str | None, avec: Vec, topic: Sequence[Exp], scope: str, since: float
+) -> bool:
+    """Whether the action's outcomes after ``since`` (in ``scope``, or anywhere for ``""``)
+    make a ``kind`` lesson again: at least :data:`MIN_FRESH` of them, tallying the miner's way."""
+    fresh = [e for e in topic if e.created_at > since and (not scope or e.scope == scope)]
+    _sup, _con, held, broke = claim_evidence(kind, key, sig, avec, fresh)
+    if held + broke < MIN_FRESH:
+        return False
+    return (tally_kind(held, broke) if kind == "prefer" else tally_kind(broke, held)) == kind
+
+
 def may_return(lesson: Lesson, avec: Vec, topic: Sequence[Exp]) -> bool:
     """Whether a lesson may be (re-)admitted: always, unless it faded and the evidence since
     has not made it again."""
     faded_at = lesson.provenance.get(FADED_AT)
     if faded_at is None:
         return True
-    held, broke = _claim(lesson, avec, _since(lesson, topic, float(faded_at)))
-    if held + broke < MIN_FRESH:
-        return False
-    kind = lesson.kind
-    return (tally_kind(held, broke) if kind == "prefer" else tally_kind(broke, held)) == kind
+    key, sig = _key(lesson)
+    return made_again(lesson.kind, key, sig, avec, topic, lesson.scope, float(faded_at))
 
 
-__all__ = ["ADMITTED_UNTIL", "FADED_AT", "MIN_FRESH", "WINDOW", "broken", "may_return", "stale"]
+__all__ = [
+    "ADMITTED_UNTIL",
+    "FADED_AT",
+    "MIN_FRESH",
+    "WINDOW",
+    "broken",
+    "made_again",
+    "may_return",
+    "stale",
+]

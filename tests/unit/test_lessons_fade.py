@@ -127,7 +127,7 @@ def test_a_candidate_whose_action_just_turned_is_not_admitted(
     # failed): it would fade at once.
     m = Mimir(home, embedder=fast_embedder, auto_consolidate=False)  # type: ignore[arg-type]
     tries(m, HELM, ["success"] * 15, day=0)
-    tries(m, "kubectl rollout restart deployment/api", ["failure"] * 4, day=1)
+    tries(m, "kubectl rollout restart deployment/api", ["failure"] * 8, day=1)
     tries(m, "terraform apply -auto-approve", ["failure"] * 3, day=1)
     tries(m, HELM, ["failure"] * 5, day=2)
     report = m.consolidate()
@@ -142,3 +142,56 @@ def test_a_candidate_whose_action_just_turned_is_not_admitted(
     # Fresh successes make it again: admitted.
     tries(m, HELM, ["success"] * 4, day=3)
     assert helm.id in m.consolidate().admitted
+
+
+def test_a_fix_that_stopped_working_is_not_narrowed_to_the_projects_that_have_not_noticed(
+    home: Path, fast_embedder: object
+) -> None:
+    # Helm worked everywhere, then an upgrade broke it: web noticed first (4 failures), payments
+    # once. Web now contradicts "prefer helm", so the miner narrows it to the projects whose own
+    # tally still makes it (payments, data); their old successes alone would admit it there.
+    m = Mimir(home, embedder=fast_embedder, auto_consolidate=False)  # type: ignore[arg-type]
+    tries(m, HELM, ["success"] * 8, day=0, scope="payments")
+    tries(m, HELM, ["success"] * 8, day=1, scope="data")
+    tries(m, HELM, ["success"] * 2, day=2, scope="web")
+    for day, scope in ((3, "payments"), (4, "data"), (5, "web")):
+        tries(m, "kubectl rollout restart deployment/api", ["failure"] * 2, day=day, scope=scope)
+    tries(m, HELM, ["failure"] * 4, day=6, scope="web")
+    tries(m, HELM, ["failure"], day=7, scope="payments")
+    report = m.consolidate()
+    helm = [le for le in m.list_lessons() if le.action == HELM and le.kind == "prefer"]
+    assert {le.scope for le in helm} >= {"payments", "data"}, helm
+    assert not [le for le in helm if le.status == "active"], helm
+    assert not set(report.admitted) & {le.id for le in helm}
+    assert all("but lately" in (le.gate.detail if le.gate else "") for le in helm)
+    # Fresh successes in payments: the break was web's own, not an upgrade everywhere. The
+    # lesson is admitted where its project's tally makes it, never in web.
+    tries(m, HELM, ["success"] * 4, day=8, scope="payments")
+    m.consolidate()
+    active = [le for le in m.list_lessons(status="active") if le.action == HELM]
+    assert {le.scope for le in active if le.kind == "prefer"} == {"payments", "data"}, active
+
+
+def test_a_faded_rule_is_not_narrowed_to_projects_without_fresh_evidence(
+    home: Path, fast_embedder: object
+) -> None:
+    # "Prefer helm" was learned everywhere, then faded when helm broke in web. The miner now
+    # narrows it to the projects whose old tallies still make it; only payments has fresh
+    # evidence that it still works there.
+    m = Mimir(home, embedder=fast_embedder, auto_consolidate=False)  # type: ignore[arg-type]
+    for day, scope in ((0, "payments"), (1, "data"), (2, "web")):
+        tries(m, HELM, ["success"] * 6, day=day, scope=scope)
+    for day, scope in ((3, "payments"), (4, "data"), (5, "web")):
+        tries(m, "kubectl rollout restart deployment/api", ["failure"] * 3, day=day, scope=scope)
+    m.consolidate()
+    (rule,) = [le for le in m.list_lessons(status="active") if le.action == HELM]
+    assert rule.scope == "" and rule.kind == "prefer"
+    tries(m, HELM, ["failure"] * 7, day=6, scope="web")
+    assert rule.id in m.consolidate().faded
+    tries(m, HELM, ["success"] * 3, day=7, scope="payments")
+    m.consolidate()
+    helm = [le for le in m.list_lessons() if le.action == HELM and le.kind == "prefer"]
+    assert {le.scope for le in helm if le.status == "active"} == {"payments"}, helm
+    (data,) = [le for le in helm if le.scope == "data"]
+    assert data.status == "candidate" and data.gate is not None
+    assert "faded lately" in data.gate.detail

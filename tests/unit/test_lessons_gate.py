@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -10,6 +11,8 @@ from mimir_core.errors import InvalidInputError
 from mimir_core.lessons.gate import (
     EPSILON,
     Outcome,
+    Z,
+    _side,
     breaker,
     compare,
     fold_of,
@@ -131,19 +134,19 @@ def _tries(action: str, successes: int, n: int, prefix: str) -> list[tuple[str, 
 
 def test_avoid_is_judged_against_the_alternatives_action_by_action() -> None:
     # The agent exploits the one action that always works (20 tries); the two others it tried
-    # always failed. The avoided action failed 3 of 4: worse than the pooled alternatives (mostly
+    # always failed. The avoided action failed 4 of 5: worse than the pooled alternatives (mostly
     # the best action), but not credibly worse than the average alternative action.
     alternatives = _tries("best", 20, 20, "b") + _tries("c", 0, 4, "c") + _tries("d", 0, 4, "d")
     scores = [s for _i, _a, s in alternatives]
     groups = [a for _i, a, _s in alternatives]
-    avoided = [1.0, 0.0, 0.0, 0.0]
+    avoided = [1.0, 0.0, 0.0, 0.0, 0.0]
     assert compare(scores, avoided).passed
     balanced = compare(scores, avoided, followed_groups=groups)
     assert not balanced.passed and balanced.lift < compare(scores, avoided).lift
     assert balanced.needed > 0 and "noise band" in balanced.detail
     # The same through the cross-fitted gate: an avoid lesson's followers are the alternatives.
     outs = [Outcome(i, s, True, a) for i, a, s in alternatives]
-    outs += [Outcome(i, s, False, "x") for i, _a, s in _tries("x", 1, 4, "x")]
+    outs += [Outcome(i, s, False, "x") for i, _a, s in _tries("x", 1, 10, "x")]
     assert offline_gate(outs).passed
     assert not offline_gate(outs, balance="followed").passed
     # An action that always fails stays worse than the average alternative.
@@ -160,3 +163,24 @@ def test_a_balanced_side_weighs_each_action_once() -> None:
     pooled, _ = lift_and_noise([1.0] * 10 + [0.0], [0.5] * 4)
     assert lift < pooled
     assert abs((lift + 0.5) - (10.5 / 11 + 0.5 / 2) / 2) < 1e-9
+
+
+def test_two_failures_are_not_credibly_worse_than_alternatives_that_work_sixty_percent() -> None:
+    # Two failures are Beta(0.5, 2.5): its 95% quantile is 0.57, where the normal approximation
+    # says 0.47. An action that works 60% of the time fails twice running 16% of the time.
+    alternatives = [1.0] * 36 + [0.0] * 24
+    res = compare(alternatives, [0.0, 0.0])
+    assert not res.passed, res.detail
+    normal = res.lift - Z * math.sqrt(_side(alternatives, None)[1] + _side([0.0, 0.0], None)[1])
+    assert normal >= EPSILON  # what the normal band would have admitted
+    assert compare(alternatives, [0.0] * 5).passed  # five failures are
+
+
+def test_large_groups_keep_the_normal_band() -> None:
+    followed, other = [1.0] * 60 + [0.0] * 40, [1.0] * 40 + [0.0] * 60
+    lift, noise = lift_and_noise(followed, other)
+    v = _side(followed, None)[1] + _side(other, None)[1]
+    assert lift == pytest.approx(0.2, abs=0.01)
+    assert noise == pytest.approx(Z * math.sqrt(v), rel=0.03)
+    _lift, above = lift_and_noise(followed, other, upper=True)
+    assert above == pytest.approx(noise, rel=0.03)

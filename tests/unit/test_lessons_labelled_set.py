@@ -22,7 +22,9 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
 
 def test_admitted_lessons_are_pure_specific_and_gated(result: tuple[dict, Path]) -> None:
     q, _home = result
-    assert q["admitted"] >= 4 and q["pending"] >= q["admitted"]
+    # Three or more: the set records at most two failures of most actions, and an avoid lesson
+    # waits for a third (mine.AVOID_MIN_FAILURES; the two-failure one stays a candidate).
+    assert q["admitted"] >= 3 and q["pending"] >= q["admitted"]
     assert q["admitted_pure"] == q["admitted"]  # evidence from one labelled family each
     assert q["admitted_naming_their_action"] == q["admitted"]
     for le in q["lessons"]:

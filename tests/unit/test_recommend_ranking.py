@@ -12,12 +12,12 @@ from mimir_core import recommend as rec
 
 
 class FakeCluster:
-    """Just what the ranking reads of an action cluster: its weighted counts."""
+    """Just what the ranking reads of an action cluster: its evidence."""
 
     def __init__(self, sw: float, fw: float) -> None:
         self.sw, self.fw = sw, fw
 
-    def counts(self, weighted: bool = True) -> tuple[float, float]:
+    def evidence(self, *_args: object, **_kwargs: object) -> tuple[float, float]:
         return self.sw, self.fw
 
 
@@ -32,7 +32,8 @@ def test_the_head_is_ranked_exactly_as_ranking_everything(seed: int) -> None:
         up = rec._lower_bound(math.ceil(sw * 32.0) / 32.0, 0.0, q)  # as recommend() does
         bounded.append((up, FakeCluster(sw, fw), f"action-{i}"))
     exact = sorted((rec._lower_bound(c.sw, c.fw, q) for _u, c, _a in bounded), reverse=True)
-    got = sorted((r for r, _c, _a in rec._exact_head(list(bounded), q)), reverse=True)
+    head_ranked = rec._exact_head(list(bounded), q, None, rec.DEFAULT_TUNING)
+    got = sorted((r for r, _c, _a in head_ranked), reverse=True)
     head = min(rec.EXACT_HEAD, len(exact))
     assert got[:head] == pytest.approx(exact[:head], abs=1e-9)
     assert len(got) == len(exact)  # nothing dropped
