@@ -9,9 +9,10 @@
    :func:`mimir_core.action_clusters.cluster_actions` (the recommender's own clustering).
 3. **Candidates.** An action that failed at least three times (:data:`AVOID_MIN_FAILURES`) and
    worked at most a quarter of the time gives an ``avoid`` lesson; one that worked at least twice
-   and at least three quarters of the time gives a ``prefer`` lesson. The rule is worded from the experiences themselves: the
-   action as recorded, the topic's most central task as trigger, a recorded reason, the tally,
-   and the best alternative (what worked instead, or what failed).
+   and at least three quarters of the time gives a ``prefer`` lesson. The rule is worded from
+   the experiences themselves: the action as recorded, the topic's most central task as
+   trigger, a recorded reason, the tally, and the best alternative (what worked instead, or
+   what failed).
 4. **Scope.** A lesson is global only when no project (experience scope) contradicts it: the
    action did not go the other way, more often than not, in any project where it was tried.
    Otherwise it is emitted once per project whose own tally makes it, scoped there, worded
