@@ -23,16 +23,19 @@ import os
 import re
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import EmbedderMismatchError, SchemaVersionError, StoreError
+from .group_commit import GroupCommit
 from .locking import FileLock
 from .table_scan import is_error
 from .text import context_text, fts_groups, fts_text
 from .types import Experience
+from .upkeep import Upkeep
 
 Row = dict[str, Any]
 
@@ -439,6 +442,8 @@ class Store:
             self._selective: dict[str, bool] = {}
             self._datasets: dict[str, Any] = {}
             self._indexes: dict[str, tuple[Any, int, VectorIndex]] = {}
+            self.upkeep = Upkeep(self.maybe_optimize)
+            self._groups: dict[tuple[str, str], GroupCommit[list[str]]] = {}
             self._open(check_embedder)
         except (StoreError, EmbedderMismatchError):
             raise
@@ -654,18 +659,28 @@ class Store:
         with self.lock.hold():
             yield
 
-    def insert_new(self, name: str, rows: list[dict[str, Any]], key: str = "idem_key") -> list[str]:
+    def insert_new(
+        self,
+        name: str,
+        rows: list[dict[str, Any]],
+        key: str = "idem_key",
+        *,
+        new_keys: AbstractSet[str] = frozenset(),
+    ) -> list[str]:
         """Insert the rows whose ``key`` is not stored yet; returns the inserted rows' ids.
 
         Serialised by the file lock, and the existence check reads the latest version, so two
-        processes inserting the same keys at once never duplicate.
+        processes inserting the same keys at once never duplicate. Keys in ``new_keys`` are
+        ones the caller made just now at random (an experience recorded without an
+        idempotency key gets a fresh uuid4): they cannot be stored yet, and skip the check
+        (~3.5 ms of a single write at 1k rows).
         """
         if not rows:
             return []
         with self.lock.hold(), self._write_errors(name):
             tbl = self.table(name)
             present: set[str] = set()
-            keys = list(dict.fromkeys(r[key] for r in rows))
+            keys = [k for k in dict.fromkeys(r[key] for r in rows) if k not in new_keys]
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
                 found = tbl.search().where(sql_in(key, chunk)).select([key]).limit(None).to_list()
@@ -678,15 +693,40 @@ class Store:
             if fresh:
                 tbl.add(fresh)
         if fresh:
-            self.maybe_optimize(name)
+            self.upkeep.request(name)
         return [r["id"] for r in fresh]
+
+    def insert_grouped(
+        self,
+        name: str,
+        rows: list[dict[str, Any]],
+        key: str = "idem_key",
+        *,
+        new_keys: AbstractSet[str] = frozenset(),
+    ) -> list[str]:
+        """:meth:`insert_new`, in one commit with the rows other threads of this process insert
+        at the same moment (see :mod:`.group_commit`); returns once these rows are committed.
+        Of the ids inserted, returns those of ``rows``."""
+        group = self._groups.get((name, key))
+        if group is None:
+
+            def commit(items: list[tuple[dict[str, Any], bool]]) -> list[str]:
+                fresh = {row[key] for row, new in items if new}
+                return self.insert_new(name, [row for row, _ in items], key, new_keys=fresh)
+
+            def split(ids: list[str], items: Sequence[tuple[dict[str, Any], bool]]) -> list[str]:
+                done = set(ids)
+                return [row["id"] for row, _ in items if row["id"] in done]
+
+            group = self._groups.setdefault((name, key), GroupCommit(commit, split))
+        return group.submit([(row, row[key] in new_keys) for row in rows])
 
     def append(self, name: str, rows: list[dict[str, Any]]) -> None:
         """Append rows (no dedup needed: audit entries, ...)."""
         if rows:
             with self._write_errors(name):
                 self.table(name).add(rows)
-            self.maybe_optimize(name)
+            self.upkeep.request(name)
 
     def upsert(self, name: str, rows: list[dict[str, Any]], on: str = "id") -> None:
         """Insert or replace rows by ``on`` (under the lock)."""
@@ -700,7 +740,7 @@ class Store:
                 .when_not_matched_insert_all()
                 .execute(rows)
             )
-        self.maybe_optimize(name)
+        self.upkeep.request(name)
 
     def update(self, name: str, where: str, values: dict[str, Any]) -> None:
         """Update matching rows."""
@@ -992,16 +1032,16 @@ class Store:
         concurrent write preempted, or any other failure, is logged and left for a later write.
         """
         try:
-            if now or self._needs_upkeep(name):
-                compact = now or len(self._dataset(name).get_fragments()) >= COMPACT_FRAGMENTS
+            ds = self._upkeep_dataset(name)  # not the one searches share: this runs on a thread
+            if now or self._needs_upkeep(name, ds):
+                compact = now or len(ds.get_fragments()) >= COMPACT_FRAGMENTS
                 self.optimize(name, compact=compact)
         except Exception as exc:
             log.warning("optimize of %s failed (will retry later): %s", name, exc)
 
-    def _needs_upkeep(self, name: str) -> bool:
+    def _needs_upkeep(self, name: str, ds: Any) -> bool:
         """Small fragments piled up, many rows outside the indexes, or a table grown large
         without its vector index (read from the dataset's manifest: ~0.05 ms)."""
-        ds = self._dataset(name)
         if len(ds.get_fragments()) >= COMPACT_FRAGMENTS:
             return True
         indexes = ds.describe_indices()
