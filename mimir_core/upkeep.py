@@ -21,6 +21,9 @@ from collections.abc import Callable
 
 #: Seconds the thread waits for a request before it ends.
 IDLE_SECONDS = 30.0
+#: Seconds between two runs of the thread: a run's check alone costs a few ms of CPU (it opens
+#: the table's latest version), and writes in a loop would ask for one after each write.
+GAP_SECONDS = 0.1
 #: Seconds an interpreter exit waits for pending upkeep, per store.
 EXIT_WAIT = 30.0
 
@@ -90,6 +93,8 @@ class Upkeep:
                     self._busy = False
                     self.runs += 1
                     self._cond.notify_all()
+                    # requests arriving meanwhile wait for one run after the gap
+                    self._cond.wait_for(lambda: self._stopping, GAP_SECONDS)
 
 
 _REGISTERED: list[bool] = []

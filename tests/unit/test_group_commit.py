@@ -113,14 +113,14 @@ def test_upkeep_runs_on_its_own_thread_not_the_writers(
     m = hash_mimir
     store = m.store
     seen: list[str] = []
-    real = store.optimize
+    real = store._compact_tail
 
-    def watched(name: str, **kwargs: Any) -> None:
+    def watched(name: str) -> None:
         seen.append(threading.current_thread().name)
         time.sleep(0.3)  # a slow upkeep must not slow the write that asked for it
-        real(name, **kwargs)
+        real(name)
 
-    monkeypatch.setattr(store, "optimize", watched)
+    monkeypatch.setattr(store, "_compact_tail", watched)
     from mimir_core.store import COMPACT_FRAGMENTS
 
     slowest = 0.0
@@ -193,3 +193,24 @@ def test_recording_failures_does_not_read_the_store_each_time_to_decide_consolid
     for i in range(10):
         m.record(f"failure {i}", "a", "failure", reason="x")
     assert reads[0] == 0  # 11 of 50: counted down in process
+
+
+def test_single_writes_compact_among_themselves_and_leave_the_large_fragment_alone(
+    hash_mimir: Mimir,
+) -> None:
+    # Every 24 single writes used to rewrite the whole table (all fragments under 128k rows
+    # were merged): at 10k rows, ~30 MB written and kept on disk for 5 minutes per 24 writes.
+    from mimir_core.store import COMPACT_FRAGMENTS
+
+    m = hash_mimir
+    m.record_many([{"task": f"bulk {i}", "action": "a", "outcome": "success"} for i in range(2000)])
+    m.compact()
+    big = {f.fragment_id for f in m.store._dataset(EXPERIENCES).get_fragments()}
+    assert len(big) == 1
+    for i in range(COMPACT_FRAGMENTS * 2):
+        m.record(f"single {i}", "b", "failure", reason="r")
+    assert m.store.upkeep.wait(60)
+    frags = {f.fragment_id: f.count_rows() for f in m.store._dataset(EXPERIENCES).get_fragments()}
+    assert big <= set(frags)  # never rewritten
+    assert len(frags) < COMPACT_FRAGMENTS
+    assert m.stats().experiences == 2000 + COMPACT_FRAGMENTS * 2
