@@ -96,6 +96,8 @@ VECTOR_INDEX = "IVF_SQ"
 REFINE_ROWS = 64
 #: Key columns of the experiences table given a BTREE index at ``INDEX_ROWS`` rows and up.
 KEY_COLUMNS = ("id", "idem_key")
+#: The same for the other tables whose writes look rows up by key.
+TABLE_KEYS = {EXPERIENCES: KEY_COLUMNS, KV: ("id",)}
 #: Tables searched with :meth:`Store._filtered` (post-filter first) and the vector index knobs.
 SEARCHED = frozenset({EXPERIENCES, LESSONS})
 #: Lance file format of the tables Mimir creates. Format 2.2 stores a column holding one value
@@ -1097,7 +1099,7 @@ class Store:
             rows = tbl.count_rows()
             if rows >= INDEX_ROWS:
                 self.build_vector_index(name)
-        if name == EXPERIENCES:
+        if name in TABLE_KEYS:
             self._ensure_key_indexes(name)
         with self._write_errors(name):
             _retried(lambda: self._upkeep_dataset(name).optimize.optimize_indices())
@@ -1177,7 +1179,7 @@ class Store:
 
         tbl = self.table(name)
         have = {tuple(getattr(i, "columns", ())) for i in tbl.list_indices()}
-        missing = [k for k in KEY_COLUMNS if (k,) not in have]
+        missing = [k for k in TABLE_KEYS[name] if (k,) not in have]
         if missing and tbl.count_rows() >= INDEX_ROWS:
             with self.lock.hold():
                 for key in missing:

@@ -214,3 +214,27 @@ def test_single_writes_compact_among_themselves_and_leave_the_large_fragment_alo
     assert big <= set(frags)  # never rewritten
     assert len(frags) < COMPACT_FRAGMENTS
     assert m.stats().experiences == 2000 + COMPACT_FRAGMENTS * 2
+
+
+def test_a_large_kv_table_gets_a_key_index_and_new_keys_are_appended(
+    hash_mimir: Mimir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every put looks its ids up (to keep created_at): without an index that scans the table
+    from mimir_core import store as store_mod
+    from mimir_core.kv import KVPut, KVStore
+
+    monkeypatch.setattr(store_mod, "INDEX_ROWS", 50)
+    kv = KVStore(hash_mimir)
+    kv.put_many([KVPut(("docs",), f"k{i}", {"text": f"doc {i}"}) for i in range(60)])
+    before = kv.get(("docs",), "k1")
+    assert before is not None
+    kv.put(("docs",), "k1", {"text": "changed"})
+    kv.put(("docs",), "new", {"text": "fresh"})
+    store = hash_mimir.store
+    assert store.upkeep.wait(60)
+    cols = {tuple(i.columns) for i in store.table(store_mod.KV).list_indices()}
+    assert ("id",) in cols
+    after = kv.get(("docs",), "k1")
+    assert after is not None and after.value == {"text": "changed"}
+    assert after.created_at == before.created_at
+    assert store.count(store_mod.KV) == 61
