@@ -224,6 +224,7 @@ def test_a_large_kv_table_gets_a_key_index_and_new_keys_are_appended(
     from mimir_core.kv import KVPut, KVStore
 
     monkeypatch.setattr(store_mod, "INDEX_ROWS", 50)
+    monkeypatch.setattr(store_mod, "UNINDEXED_ROWS", 10)
     kv = KVStore(hash_mimir)
     kv.put_many([KVPut(("docs",), f"k{i}", {"text": f"doc {i}"}) for i in range(60)])
     before = kv.get(("docs",), "k1")
