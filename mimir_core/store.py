@@ -111,6 +111,16 @@ OPTIMIZE_ATTEMPTS = 3
 RETRAIN_GROWTH = 2.0
 #: Meta key of the row count a table's vector index was trained on.
 TRAINED_KEY = "vector_index_rows:{}"
+#: Capacity of the LanceDB caches of an open store (one session for all of its dataset objects).
+#: LanceDB's defaults are 6 GB of index cache and 1 GB of metadata cache, per dataset object
+#: opened without a session: the metadata cache kept the manifest of every version a
+#: long-lived process wrote, and a process writing one by one grew by ~60 MB per 1k writes.
+#: The index cache holds the index pages searches read, and each index fold writes new index
+#: files while the old ones' pages stay cached until evicted. A 1M-row store's vector index is
+#: ~400 MB: at this cap its searches read some pages again from the page cache (not measured
+#: at 1M yet; raise it for a large store that must stay fast).
+INDEX_CACHE_BYTES = 256 * 1024 * 1024
+METADATA_CACHE_BYTES = 32 * 1024 * 1024
 #: Versions older than this are removed after compaction (readers always use the latest; a
 #: read started on a version this old while a compaction replaced its files would fail). It was
 #: 5 minutes, and 10k single writes then held ~3.4 GB of old index and data copies on disk for
@@ -305,7 +315,7 @@ def _add_experience_docs(store: Store) -> None:
     every fragment: the vectors and indexes stay as they are)."""
     import pyarrow as pa
 
-    ds = store.table(EXPERIENCES).to_lance()
+    ds = store.lance_dataset(EXPERIENCES)
     if DOC in ds.schema.names:
         return
 
@@ -430,6 +440,7 @@ class Store:
         storage_options: dict[str, str] | None = None,
         check_embedder: bool = True,
     ) -> None:
+        import lance
         import lancedb
 
         self.uri = uri
@@ -442,11 +453,20 @@ class Store:
                 Path(uri).mkdir(parents=True, exist_ok=True, mode=0o700)
             except OSError as exc:
                 raise StoreError(f"cannot create store directory {uri}: {exc}") from exc
+        caps: dict[str, Any] = {
+            "index_cache_size_bytes": INDEX_CACHE_BYTES,
+            "metadata_cache_size_bytes": METADATA_CACHE_BYTES,
+        }
+        #: The caches of every dataset object this store opens (searches', upkeep's): one
+        #: session, capped (see :data:`METADATA_CACHE_BYTES`).
+        self.session = lance.Session(**caps)  # type: ignore[attr-defined]
+        self.storage_options = storage_options or None
         try:
             self.db = lancedb.connect(
                 uri,
                 read_consistency_interval=timedelta(0),
-                storage_options=storage_options or None,
+                storage_options=self.storage_options,
+                session=lancedb.Session(**caps),
             )
             self._tables: dict[str, Any] = {}
             self._selective: dict[str, bool] = {}
@@ -543,7 +563,7 @@ class Store:
         from .integrity import first_problem
 
         for name in TABLES:
-            ds = self._datasets[name] = self.table(name).to_lance()
+            ds = self._datasets[name] = self.lance_dataset(name)
             problem = first_problem(ds, Path(self.uri) / f"{name}.lance")
             if problem:
                 raise StoreError(
@@ -580,6 +600,11 @@ class Store:
     def create_table(self, name: str, **kwargs: Any) -> Any:
         """``db.create_table`` in Mimir's file format (:data:`DATA_STORAGE_VERSION`)."""
         return self.db.create_table(name, data_storage_version=DATA_STORAGE_VERSION, **kwargs)
+
+    def lance_dataset(self, name: str) -> Any:
+        """The table ``name`` as a pylance dataset at its latest version, in the store's
+        capped cache session (``to_lance()`` alone gave each dataset LanceDB's default one)."""
+        return self.table(name).to_lance(session=self.session)
 
     def table(self, name: str) -> Any:
         """The open LanceDB table ``name``."""
@@ -895,7 +920,7 @@ class Store:
         except Exception:  # the table was dropped and made again (reindex): open it anew
             ds = None
         if ds is None:
-            ds = self.table(name).to_lance()
+            ds = self.lance_dataset(name)
         self._datasets[name] = ds
         return ds
 
@@ -1141,7 +1166,7 @@ class Store:
         Upkeep's steps borrow the object they run on mutably: run on the one searches share
         (:meth:`_dataset`), a search on another thread (an MCP server's tool call beside its
         upkeep thread) failed with "Already mutably borrowed"."""
-        ds = self.table(name).to_lance()
+        ds = self.lance_dataset(name)
         return ds.checkout_version(ds.latest_version)
 
     def _merge_vector_index(self, name: str) -> bool:
