@@ -8,8 +8,12 @@ and adapter. Rules it keeps:
   lock and re-read the latest version inside it: LanceDB's ``merge_insert`` alone duplicates
   under a race.
 * Small appends fragment a table and slow every query, so after writes the store compacts
-  (``optimize``) once fragments pile up, cleans old versions, and builds a vector index once a
-  table is large enough for exact search to be slow.
+  once fragments pile up, cleans old versions, and builds a vector index once a table is large
+  enough for exact search to be slow. A write only asks for that upkeep; it runs on the store's
+  upkeep thread (:mod:`.upkeep`), off the writer's path.
+* Threads of one process writing experiences at the same moment share one commit
+  (:meth:`Store.insert_grouped`, :mod:`.group_commit`); every write returns once committed, so
+  every reader, in any process, sees it then.
 * The schema is versioned; a store written by a newer Mimir is refused, an older one migrated.
   The embedding model is recorded, and opening with another model is refused.
 """
