@@ -239,3 +239,25 @@ def test_a_large_kv_table_gets_a_key_index_and_new_keys_are_appended(
     assert after is not None and after.value == {"text": "changed"}
     assert after.created_at == before.created_at
     assert store.count(store_mod.KV) == 61
+
+
+def test_a_short_lived_process_finishes_its_upkeep_before_it_exits(home: Path) -> None:
+    # upkeep runs on a daemon thread: without the exit hook, a process that writes and exits
+    # (``mimir record``) would leave its fragments to pile up
+    from mimir_core.store import COMPACT_FRAGMENTS
+
+    Mimir(home, embedder="hash").stats()
+    writer = (
+        "import sys; from mimir_core import Mimir, upkeep\n"
+        "upkeep.GAP_SECONDS = 3.0  # the run the last writes ask for waits past the exit\n"
+        "m = Mimir(sys.argv[1], embedder='hash')\n"
+        "for i in range(int(sys.argv[2])): m.record(f'task {i}', 'act', 'success')\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", writer, str(home), str(COMPACT_FRAGMENTS + 6)],
+        check=True,
+        timeout=180,
+    )
+    m = Mimir(home, embedder="hash")
+    assert m.stats().experiences == COMPACT_FRAGMENTS + 6
+    assert m.store.fragments(EXPERIENCES) < COMPACT_FRAGMENTS
