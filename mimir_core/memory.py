@@ -327,7 +327,10 @@ class Mimir(LessonsMixin):
         # What this call inserted is what it built (no read back: ~5 ms of a single write);
         # only rows already stored under their key are read.
         new = set(inserted)
-        stored = {row["id"]: row_experience(row) for row in rows if row["id"] in new}
+        stored: dict[str, Experience] = {}
+        for row in rows:  # of rows sharing a key, the first is the one inserted
+            if row["id"] in new and row["id"] not in stored:
+                stored[row["id"]] = row_experience(row)
         others = [e.id for e in exps if e.id not in stored]
         if others:
             stored.update((e.id, e) for e in self._get_many(others))

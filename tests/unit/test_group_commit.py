@@ -261,3 +261,16 @@ def test_a_short_lived_process_finishes_its_upkeep_before_it_exits(home: Path) -
     m = Mimir(home, embedder="hash")
     assert m.stats().experiences == COMPACT_FRAGMENTS + 6
     assert m.store.fragments(EXPERIENCES) < COMPACT_FRAGMENTS
+
+
+def test_two_items_of_one_batch_with_one_key_return_the_one_stored(hash_mimir: Mimir) -> None:
+    m = hash_mimir
+    got = m.record_many(
+        [
+            {"task": "first", "action": "a", "outcome": "success", "idempotency_key": "dup"},
+            {"task": "second", "action": "b", "outcome": "failure", "idempotency_key": "dup"},
+        ]
+    )
+    stored = m.get(got[0].id)
+    assert stored.task == "first"
+    assert got == [stored, stored]
