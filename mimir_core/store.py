@@ -1232,6 +1232,9 @@ class Store:
         """Rewrite fragments with deleted rows and drop every old version (privacy delete)."""
         import warnings
 
+        # An upkeep step of this process running meanwhile could leave files holding the rows
+        # (a compaction the delete preempts leaves its rewritten files for a later cleanup).
+        self.upkeep.wait(120)
         with self.lock.hold(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # compact_files is "deprecated" but optimize() has
             tbl = self.table(name)  # no way to rewrite fragments with only a few deleted rows
