@@ -47,6 +47,8 @@ from .types import (
     Stats,
 )
 from .validate import (
+    ALL_SCOPES,
+    MAX_K,
     RECORD_FIELDS,
     build_experience,
     normalize_outcome,
@@ -55,9 +57,6 @@ from .validate import (
 )
 
 log = logging.getLogger("mimir")
-
-ALL_SCOPES = "*"
-MAX_K = 100
 
 
 def _check_text(field: str, value: object) -> str:

@@ -36,7 +36,6 @@ from .render import (
 )
 from .tool_io import MAX_TEXT_CHARS, cap_data, cap_text, validate_arguments
 from .tool_models import (
-    MAX_K,
     MEMORY_NOTE,
     AlternativeData,
     AttemptsOutput,
@@ -72,7 +71,7 @@ from .tool_models import (
     project,
 )
 from .types import ConsolidationReport, Lesson
-from .validate import MAX_NOTE
+from .validate import ALL_SCOPES, MAX_K, MAX_NOTE
 
 if TYPE_CHECKING:
     from .memory import Mimir
@@ -101,7 +100,6 @@ __all__ = [
     "tool_schemas",
 ]
 
-ALL_SCOPES = "*"
 log = logging.getLogger("mimir.tools")
 
 A = TypeVar("A", bound=BaseModel)

@@ -22,6 +22,10 @@ from .errors import InvalidInputError, short
 from .redact import sanitize, sanitize_obj
 from .types import DEFAULT_SCORES, OUTCOMES, Experience
 
+#: The scope argument that means every project (reads only).
+ALL_SCOPES = "*"
+#: The most hits, lessons or attempts one read returns.
+MAX_K = 100
 MAX_TASK = 2000
 MAX_ACTION = 2000
 MAX_REASON = 4000

@@ -133,6 +133,7 @@ class LessonsMixin:
         """Lessons, newest first, optionally filtered by status and scope."""
         from ..errors import InvalidInputError
         from ..store import sql_str
+        from ..validate import ALL_SCOPES, scope_key
         from .lifecycle import STATUSES, load_many
 
         _limit(limit)
@@ -141,8 +142,9 @@ class LessonsMixin:
             from .team import untrusted
 
             found = [u.lesson for u in untrusted(self._mimir())]
-            if scope is not None and scope != "*":
-                found = [le for le in found if le.scope == scope]
+            if scope is not None and scope != ALL_SCOPES:
+                key = scope_key(scope, self._mimir().redact_patterns)
+                found = [le for le in found if le.scope == key]
             found.sort(key=lambda le: (le.updated_at, le.id), reverse=True)
             return found[:limit]
         if status is not None:
@@ -152,8 +154,8 @@ class LessonsMixin:
                     f"must be one of {', '.join(STATUSES)} or untrusted; got {status!r}",
                 )
             clauses.append(f"status = {sql_str(status)}")
-        if scope is not None and scope != "*":
-            clauses.append(f"scope = {sql_str(scope)}")
+        if scope is not None and scope != ALL_SCOPES:  # the key as records store it
+            clauses.append(f"scope = {sql_str(scope_key(scope, self._mimir().redact_patterns))}")
         found = [le for le, _ok in load_many(self._mimir(), " AND ".join(clauses) or None)]
         if status is not None:  # a lesson quarantined on the way no longer has that status
             found = [le for le in found if le.status == status]

@@ -18,7 +18,7 @@ from ..errors import InvalidInputError, short
 from ..scoring import Scoring, Terms, hybrid_score, relevant
 from ..store import EXPERIENCES, LESSONS, sql_str
 from ..types import Lesson
-from ..validate import scope_key
+from ..validate import ALL_SCOPES, scope_key
 from . import trust
 from .lifecycle import verified
 from .revalidate import CONTRADICTED, here, verdicts
@@ -51,7 +51,6 @@ RECOMMEND_FLOOR = 0.5
 #: ...and when its successes come from at least this many independent sessions (forged
 #: records from one session must never become advice).
 RECOMMEND_SOURCES = 2
-ALL_SCOPES = "*"
 
 
 def _check(query: object, k: object, min_confidence: object) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..spool import replace_file
 from ..store import DOC, EXPERIENCES, sql_str
+from ..validate import ALL_SCOPES
 from . import attempt_digest as ad
 from .policy import Line, task_start_lines
 from .tally import Tallies
@@ -45,7 +46,6 @@ TOPIC_JOIN = 0.6
 #: Topics kept before the digest is rebuilt from the store (tasks pruned from the digest leave
 #: their topics behind).
 TOPICS_KEPT = 4 * ad.MAX_TASKS
-ALL_SCOPES = "*"
 
 
 def context_lines(

@@ -246,6 +246,17 @@ def test_list_lessons_filters_and_validates(hash_mimir: Mimir) -> None:
         hash_mimir.list_lessons(status="alive")
 
 
+def test_every_lesson_read_reads_a_scope_the_same_way(mimir: Mimir) -> None:
+    # One scope rule: a scope argument is the key as records store it (stripped, redacted), in
+    # list_lessons as in lessons and context (list_lessons compared it raw: " web " found 0).
+    add(mimir, **dict(NPM, scope="web"))
+    for scope in ("web", " web ", "web\n"):
+        assert [le.id for le in mimir.list_lessons(scope=scope)] == ["les_npm"], scope
+        assert [le.id for le in mimir.lessons(NPM["trigger"], scope=scope)] == ["les_npm"], scope
+    assert mimir.list_lessons(scope="other") == []
+    assert len(mimir.list_lessons(scope="*")) == 1
+
+
 def test_feedback_moves_confidence_and_the_breaker_quarantines(mimir: Mimir) -> None:
     task = "Install the frontend npm dependencies of the dashboard"
     for i in range(4):  # without the lesson in context, installs mostly worked
