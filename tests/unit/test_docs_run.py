@@ -59,6 +59,8 @@ HERMES_PIP = (
 NOT_RUN = {
     ("README.md", "bash .ci/dev demo"): "creates .venv and installs from the network; "
     "CI runs `.ci/dev test` itself",
+    ("README.md", "pip install 'mimir-lessons[mcp]' && mimir setup claude-code"): "changes the "
+    "real ~/.claude/settings.json",
     ("docs/benchmarks.md", "python -m bench --quick"): "the benchmarks take minutes to hours; "
     "each part has a smoke test",
     ("docs/hooks.md", HERMES_PIP): "needs the Hermes Agent installed, and pip from the network",
