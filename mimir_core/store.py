@@ -26,12 +26,12 @@ import math
 import os
 import re
 import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from .errors import EmbedderMismatchError, SchemaVersionError, StoreError
 from .group_commit import GroupCommit
@@ -408,23 +408,57 @@ DOC = "doc"
 DOC_FIELDS = [c for c in EXPERIENCE_COLUMNS if c != "superseded_by"]
 
 
+class ExperienceFields(TypedDict):
+    """An experience row's fields as every reader needs them (see :func:`experience_fields`)."""
+
+    id: str
+    task: str
+    action: str
+    outcome: str
+    score: float
+    reason: str
+    scope: str
+    source: str
+    session_id: str | None
+    thread_id: str | None
+    recalled_lesson_ids: list[str]
+    created_at: float
+
+
+def experience_fields(row: Mapping[str, Any]) -> ExperienceFields:
+    """The one decoder of an experience row: the fields of a table row (or of its :data:`DOC`)
+    as an experience holds them, with the score clamped and the defaults of columns older rows
+    lack. :func:`row_experience` and consolidation's lighter
+    :class:`~mimir_core.lessons.evidence.Exp` both build from it, so a column changes here only.
+
+    It leaves out what costs and few readers need (the JSON context, and a datetime:
+    ``created_at`` stays epoch seconds, as stored): consolidation decodes many thousand rows.
+    """
+    return {
+        "id": row["id"],
+        "task": row["task"],
+        "action": row["action"],
+        "outcome": row["outcome"],
+        "score": min(max(float(row["score"]), 0.0), 1.0),
+        "reason": row.get("reason") or "",
+        "scope": row.get("scope") or "",
+        "source": row.get("source") or "api",
+        "session_id": row.get("session_id"),
+        "thread_id": row.get("thread_id"),
+        "recalled_lesson_ids": list(row.get("recalled_lesson_ids") or []),
+        "created_at": float(row["created_at"]),
+    }
+
+
 def row_experience(row: dict[str, Any]) -> Experience:
-    """The experience of a table row."""
+    """The experience of a table row: :func:`experience_fields` and the columns only a full
+    :class:`~mimir_core.types.Experience` holds."""
+    fields: dict[str, Any] = dict(experience_fields(row))
+    fields["created_at"] = datetime.fromtimestamp(fields["created_at"], tz=timezone.utc)
     key = row.get("idem_key")
     return Experience(
-        id=row["id"],
-        task=row["task"],
-        action=row["action"],
-        outcome=row["outcome"],
-        score=min(max(float(row["score"]), 0.0), 1.0),
-        reason=row.get("reason") or "",
+        **fields,
         context=json.loads(row.get("context") or "{}"),
-        scope=row.get("scope") or "",
-        source=row.get("source") or "api",
-        session_id=row.get("session_id"),
-        thread_id=row.get("thread_id"),
-        recalled_lesson_ids=list(row.get("recalled_lesson_ids") or []),
-        created_at=datetime.fromtimestamp(float(row["created_at"]), tz=timezone.utc),
         superseded_by=row.get("superseded_by"),
         embed_model=row.get("embed_model") or "",
         idempotency_key=None if key == row["id"] else key,

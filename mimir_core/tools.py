@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from .errors import InvalidInputError, MimirError, NotFoundError
 from .fence import FENCE_CLOSE, FENCE_OPEN, fence, neutralise_lines, one_line, safe_data
+from .lessons.render import render_lesson
 from .redact import redact, sanitize
 from .render import (
     attempt_tally,
@@ -70,7 +71,7 @@ from .tool_models import (
     lesson_data,
     project,
 )
-from .types import ConsolidationReport, Lesson
+from .types import ConsolidationReport
 from .validate import ALL_SCOPES, MAX_K, MAX_NOTE
 
 if TYPE_CHECKING:
@@ -95,7 +96,6 @@ __all__ = [
     "hit_data",
     "lesson_data",
     "parse_arguments",
-    "render_lesson",
     "run_tool",
     "tool_schemas",
 ]
@@ -170,17 +170,6 @@ def _as_source(source: str, session: str | None = None) -> Iterator[None]:
 # -- renderings ----------------------------------------------------------------------------------
 
 
-def render_lesson(lesson: Lesson) -> str:
-    """One lesson on three lines (stored text on one line each: a tool reply fences them)."""
-    pin = " · pinned" if lesson.pinned else ""
-    return (
-        f"[{one_line(lesson.kind)}] {one_line(lesson.rule)}\n"
-        f"    when: {one_line(lesson.trigger)}\n"
-        f"    id {one_line(lesson.id)} · {lesson.status} · confidence {lesson.confidence:.2f} "
-        f"from {lesson.successes:g}✓ {lesson.failures:g}✗{pin}"
-    )
-
-
 def _report_text(rep: ConsolidationReport) -> str:
     verb = "would admit" if rep.dry_run else "admitted"
     if not rep.ran:
@@ -192,7 +181,7 @@ def _report_text(rep: ConsolidationReport) -> str:
         f"quarantined {len(rep.quarantined)}, pending {len(rep.pending)} ({rep.seconds:.1f}s)."
     ]
     if rep.candidates:
-        lines.append(fence(render_lesson(c) for c in rep.candidates[:20]))
+        lines.append(fence(render_lesson(c, for_model=True) for c in rep.candidates[:20]))
     return "\n".join(lines)
 
 
@@ -273,7 +262,9 @@ def _recall_lessons(m: Mimir, a: RecallLessonsArgs) -> ToolOutput:
     lessons = m.lessons(a.query, a.k, scope=a.scope)
     query = _echo(m, a.query)
     if lessons:
-        body = "\n".join(f"{i}. {render_lesson(le)}" for i, le in enumerate(lessons, 1))
+        body = "\n".join(
+            f"{i}. {render_lesson(le, for_model=True)}" for i, le in enumerate(lessons, 1)
+        )
         text = f"{len(lessons)} lesson(s) for {query!r}:\n{fence(body)}"
     else:
         text = f"No verified lesson for {query!r}."
@@ -300,7 +291,7 @@ def _pin(m: Mimir, a: PinLessonArgs) -> ToolOutput:
     lesson = m.pin_lesson(a.id, pinned=a.pinned, actor=_SOURCE.get())
     verb = "Pinned" if a.pinned else "Unpinned"
     data = LessonOutput(lesson=lesson_data(lesson)).model_dump(mode="json")
-    text = f"{verb} lesson {one_line(lesson.id)}.\n{fence(render_lesson(lesson))}"
+    text = f"{verb} lesson {one_line(lesson.id)}.\n{fence(render_lesson(lesson, for_model=True))}"
     return ToolOutput(text=text, data=data)
 
 
@@ -308,7 +299,7 @@ def _quarantine(m: Mimir, a: QuarantineLessonArgs) -> ToolOutput:
     lesson = m.quarantine_lesson(a.id, a.reason, actor=_SOURCE.get())
     data = LessonOutput(lesson=lesson_data(lesson)).model_dump(mode="json")
     head = f"Quarantined lesson {one_line(lesson.id)}: it is no longer served."
-    text = f"{head}\n{fence(render_lesson(lesson))}"
+    text = f"{head}\n{fence(render_lesson(lesson, for_model=True))}"
     return ToolOutput(text=text, data=data)
 
 

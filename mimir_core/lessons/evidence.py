@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -25,7 +25,7 @@ from ..actions import command_signature, normalise_action
 from ..beta import jeffreys_lower_bound
 from ..observations.tally import evidence_source, independence_weights
 from ..recommend import DEFAULT_TUNING
-from ..store import EXPERIENCES, Store, arrow_rows, sql_in
+from ..store import EXPERIENCES, Store, arrow_rows, experience_fields, sql_in
 from ..types import Lesson
 from .gate import Outcome
 
@@ -82,24 +82,28 @@ class Exp:
     :func:`~mimir_core.observations.tally.evidence_source`)."""
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Exp:
+    def from_row(cls, row: Mapping[str, Any]) -> Exp:
+        """The experience of a table row with its ``vector`` and ``action_vector``, from the
+        store's one row decoder (:func:`~mimir_core.store.experience_fields`)."""
         import numpy as np
 
+        f = experience_fields(row)
+        action = f["action"]
         return cls(
-            id=row["id"],
-            task=row["task"],
-            action=row["action"],
-            outcome=row["outcome"],
-            score=min(max(float(row["score"]), 0.0), 1.0),
-            reason=row.get("reason") or "",
-            scope=row.get("scope") or "",
-            created_at=float(row["created_at"]),
-            recalled=tuple(row.get("recalled_lesson_ids") or ()),
+            id=f["id"],
+            task=f["task"],
+            action=action,
+            outcome=f["outcome"],
+            score=f["score"],
+            reason=f["reason"],
+            scope=f["scope"],
+            created_at=f["created_at"],
+            recalled=tuple(f["recalled_lesson_ids"]),
             vec=np.asarray(row["vector"], dtype=np.float32),
             avec=np.asarray(row["action_vector"], dtype=np.float32),
-            key=normalise_action(row["action"]),
-            sig=command_signature(row["action"]),
-            origin=evidence_source(row),
+            key=normalise_action(action),
+            sig=command_signature(action),
+            origin=evidence_source(f),
         )
 
     def as_row(self) -> dict[str, Any]:

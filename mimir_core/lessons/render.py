@@ -1,10 +1,15 @@
-"""Plain-text renderings of lessons, lesson details and consolidation reports."""
+"""Plain-text renderings of lessons, lesson details and consolidation reports.
+
+:func:`render_lesson` is the one rendering of a lesson as text: the CLI, reports and the agent
+tools (:mod:`mimir_core.tools`, which fence it for a model) all call it.
+"""
 
 from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
 
+from ..fence import one_line
 from ..render import render_experience
 from ..types import ConsolidationReport, Lesson, LessonDetail
 
@@ -17,13 +22,16 @@ def _wrap(text: str, indent: str, width: int = 100) -> str:
     )
 
 
+def _pinned(lesson: Lesson) -> str:
+    return " · pinned" if lesson.pinned else ""
+
+
 def lesson_head(lesson: Lesson) -> str:
     """``✓ les_… prefer · confidence 0.56 · 3 for, 0 against · active``."""
-    pin = " · pinned" if lesson.pinned else ""
     return (
         f"{_MARK.get(lesson.status, '?')} {lesson.id} {lesson.kind} · confidence "
         f"{lesson.confidence:.2f} · {lesson.successes:g} for, {lesson.failures:g} against · "
-        f"{lesson.status}{pin}"
+        f"{lesson.status}{_pinned(lesson)}"
     )
 
 
@@ -35,8 +43,24 @@ def gate_line(lesson: Lesson) -> str:
     return f"gate: {g.detail or 'not measured'}"
 
 
-def render_lesson(lesson: Lesson, *, width: int = 100) -> str:
-    """A lesson on a few lines: head, rule, gate."""
+def render_lesson(lesson: Lesson, *, for_model: bool = False, width: int = 100) -> str:
+    """A lesson on three lines.
+
+    For a person (the default: CLI, reports, ``mimir show``): its head (status mark, id, kind,
+    confidence, evidence), its rule wrapped at ``width``, and what the gate measured.
+
+    ``for_model=True`` is what a tool reply fences for a model: what to do first (kind and
+    rule), then when it applies (the trigger, so the model can judge whether it does), then
+    id, status and evidence; no gate internals. Each stored text stays on one line
+    (:func:`~mimir_core.fence.one_line`), unwrapped: the fence holds whole lines.
+    """
+    if for_model:
+        return (
+            f"[{one_line(lesson.kind)}] {one_line(lesson.rule)}\n"
+            f"    when: {one_line(lesson.trigger)}\n"
+            f"    id {one_line(lesson.id)} · {lesson.status} · confidence {lesson.confidence:.2f} "
+            f"from {lesson.successes:g}✓ {lesson.failures:g}✗{_pinned(lesson)}"
+        )
     return "\n".join(
         [lesson_head(lesson), _wrap(lesson.rule, "    ", width), "    " + gate_line(lesson)]
     )
