@@ -8,13 +8,13 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import lost as _lost
 from . import spool as _spool
 from .embed import CachedEmbedder, Embedder, make_embedder
 from .errors import InvalidInputError, MimirError, NotFoundError, StoreError, short
-from .lessons import LessonsMixin
+from .lessons import api as _lessons
 from .recall import DEFAULT_TUNING as RECALL_TUNING
 from .recall import RecallTuning
 from .recall import recall as _recall
@@ -39,10 +39,12 @@ from .store import (
 from .text import dumps
 from .types import (
     OUTCOMES,
+    AuditEvent,
     ConsolidationReport,
     Experience,
     Hit,
     Lesson,
+    LessonDetail,
     Recommendation,
     Stats,
 )
@@ -55,6 +57,9 @@ from .validate import (
     normalize_time,
     scope_key,
 )
+
+if TYPE_CHECKING:
+    from .lessons.judge import Judge
 
 log = logging.getLogger("mimir")
 
@@ -88,7 +93,7 @@ def _check_half_life(value: object) -> float | None:
     return float(value)
 
 
-class Mimir(LessonsMixin):
+class Mimir:
     """Experience-driven memory for agents, on one shared LanceDB store.
 
     ``Mimir(home=None, *, store_uri=None, embedder=None, scope=None)``: arguments left at ``None``
@@ -156,19 +161,34 @@ class Mimir(LessonsMixin):
         self._auto_short = 0  # failures still missing at the last check (lessons.auto.due)
 
     @classmethod
-    def from_settings(cls, settings: MimirSettings, **overrides: Any) -> Mimir:
-        """A Mimir configured entirely from ``settings`` (what adapters call)."""
-        kwargs: dict[str, Any] = {
-            "home": settings.home,
-            "store_uri": settings.store_uri,
-            "embedder": settings.embedder,
-            "scope": settings.scope,
-            "storage_options": settings.storage_options,
-            "half_life_days": settings.half_life_days,
-            "settings": settings,
-        }
-        kwargs.update(overrides)
-        return cls(**kwargs)
+    def from_settings(
+        cls,
+        settings: MimirSettings,
+        *,
+        home: str | Path | None = None,
+        store_uri: str | None = None,
+        embedder: Embedder | str | None = None,
+        scope: str | None = None,
+        storage_options: Mapping[str, str] | None = None,
+        half_life_days: float | None = None,
+        redact_patterns: Sequence[str] = (),
+        signing_key: str | bytes | None = None,
+        auto_consolidate: bool | None = None,
+    ) -> Mimir:
+        """A Mimir configured entirely from ``settings`` (what adapters call); an argument given
+        here overrides its setting, one left at ``None`` comes from ``settings``."""
+        return cls(
+            home,
+            store_uri=store_uri,
+            embedder=embedder,
+            scope=scope,
+            storage_options=storage_options,
+            half_life_days=half_life_days,
+            redact_patterns=redact_patterns,
+            settings=settings,
+            signing_key=signing_key,
+            auto_consolidate=auto_consolidate,
+        )
 
     # -- lazy parts ------------------------------------------------------------------------------
 
@@ -280,10 +300,39 @@ class Mimir(LessonsMixin):
             ]
         )[0]
 
-    def record_failure(self, task: str, action: str, reason: str, **kwargs: Any) -> Experience:
-        """Record a failed attempt with the reason it failed."""
+    def record_failure(
+        self,
+        task: str,
+        action: str,
+        reason: str,
+        *,
+        score: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        scope: str | None = None,
+        source: str | None = None,
+        session_id: str | None = None,
+        thread_id: str | None = None,
+        recalled_lesson_ids: Sequence[str] | None = None,
+        created_at: datetime | float | str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Experience:
+        """Record a failed attempt with the reason it failed (:meth:`record`'s other keywords)."""
         _check_text("reason", reason)
-        return self.record(task, action, "failure", reason=reason, **kwargs)
+        return self.record(
+            task,
+            action,
+            "failure",
+            score=score,
+            reason=reason,
+            context=context,
+            scope=scope,
+            source=source,
+            session_id=session_id,
+            thread_id=thread_id,
+            recalled_lesson_ids=recalled_lesson_ids,
+            created_at=created_at,
+            idempotency_key=idempotency_key,
+        )
 
     def record_many(self, items: Iterable[Mapping[str, Any] | Experience]) -> list[Experience]:
         """Record a batch in one write (one embedding batch, one append). Returns them stored.
@@ -739,28 +788,102 @@ class Mimir(LessonsMixin):
         except MimirError as exc:
             log.warning("could not drain the capture spool: %s", exc)
 
-    def lessons(self, *args: Any, **kwargs: Any) -> list[Lesson]:
-        """See :meth:`LessonsMixin.lessons` (pending captured records are ingested first)."""
-        self._drain_pending()
-        return super().lessons(*args, **kwargs)
+    # -- lessons (bodies in lessons/api.py) -------------------------------------------------------
 
-    def context(self, *args: Any, **kwargs: Any) -> str:
-        """See :meth:`LessonsMixin.context` (pending captured records are ingested first)."""
-        self._drain_pending()
-        return super().context(*args, **kwargs)
+    def lessons(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        scope: str | None = None,
+        min_confidence: float | None = None,
+    ) -> list[Lesson]:
+        """Active, verified lessons relevant to ``query``; empty when none clears the bar.
 
-    def consolidate(self, *args: Any, **kwargs: Any) -> ConsolidationReport:
-        """See :meth:`LessonsMixin.consolidate` (pending captured records are ingested first).
-        A file that cannot be written (a full disk) is a :class:`StoreError`."""
+        ``scope``: ``None`` serves every project's lessons but prefers this instance's scope,
+        ``"*"`` every project alike, any other string that project's lessons and global ones.
+        ``min_confidence`` defaults to 0.2 (the 5% lower bound of the lesson's claim).
+        Records captured a moment ago are ingested first.
+        """
         self._drain_pending()
-        try:
-            return super().consolidate(*args, **kwargs)
-        except OSError as exc:
-            where = f" {exc.filename}" if exc.filename else ""
-            raise StoreError(
-                f"consolidate: cannot write{where}: {exc.strerror or exc}; free some space "
-                f"and run it again (what was stored stays)"
-            ) from exc
+        return _lessons.lessons(self, query, k, scope=scope, min_confidence=min_confidence)
+
+    def context(self, query: str, *, budget_chars: int = 2000, scope: str | None = None) -> str:
+        """The block every adapter injects into a prompt: relevant lessons fenced as data.
+
+        Each lesson is shown with its id and confidence inside ``<mimir-memory>`` ...
+        ``</mimir-memory>`` with a note that it is recalled memory, not instructions (plus, when
+        the evidence is strong, a recommendation that is not yet a lesson). Never longer than
+        ``budget_chars``; ``""`` when nothing relevant clears the bar. Records captured a moment
+        ago are ingested first.
+        """
+        self._drain_pending()
+        return _lessons.context(self, query, budget_chars=budget_chars, scope=scope)
+
+    def consolidate(
+        self, *, dry_run: bool = False, judge: Judge | None = None, force: bool = False
+    ) -> ConsolidationReport:
+        """Distil new experiences into candidate lessons, gate, sign and admit them.
+
+        Without ``judge`` it is deterministic and needs no LLM. It only looks at what changed
+        since the last run (``force=True``: everything); when another process is consolidating
+        the same store it returns at once with ``ran=False``. ``dry_run`` writes nothing.
+        Records captured a moment ago are ingested first; a file that cannot be written (a full
+        disk) is a :class:`StoreError`.
+        """
+        self._drain_pending()
+        return _lessons.consolidate(self, dry_run=dry_run, judge=judge, force=force)
+
+    def get_lesson(self, ident: str) -> Lesson:
+        """The lesson with this id (signature verified: a failing one comes back quarantined)."""
+        return _lessons.get_lesson(self, ident)
+
+    def lesson_detail(self, ident: str) -> LessonDetail:
+        """The lesson, its supporting and contradicting experiences and its audit trail."""
+        return _lessons.lesson_detail(self, ident)
+
+    def list_lessons(
+        self, *, status: str | None = None, scope: str | None = None, limit: int = 100
+    ) -> list[Lesson]:
+        """Lessons, newest first, optionally filtered by status (or ``"untrusted"``) and scope."""
+        return _lessons.list_lessons(self, status=status, scope=scope, limit=limit)
+
+    def audit_log(self, subject_id: str | None = None, *, limit: int = 100) -> list[AuditEvent]:
+        """Audit entries, newest first (all of them, or one subject's)."""
+        return _lessons.audit_log(self.store, subject_id, limit=limit)
+
+    def pin_lesson(self, ident: str, *, pinned: bool = True, actor: str = "api") -> Lesson:
+        """Pin (or unpin) a lesson: pinned lessons are never quarantined automatically."""
+        return _lessons.pin_lesson(self, ident, pinned=pinned, actor=actor)
+
+    def quarantine_lesson(self, ident: str, reason: str, *, actor: str = "api") -> Lesson:
+        """Stop serving a lesson (kept on record, with the reason in the audit log)."""
+        return _lessons.stop_lesson(self, ident, "quarantined", reason, actor)
+
+    def retire_lesson(self, ident: str, reason: str, *, actor: str = "api") -> Lesson:
+        """Retire a lesson for good (kept on record, invalid from now on)."""
+        return _lessons.stop_lesson(self, ident, "retired", reason, actor)
+
+    def lesson_feedback(
+        self,
+        lesson_id: str,
+        helped: bool,
+        *,
+        task: str | None = None,
+        note: str | None = None,
+        actor: str = "api",
+        session_id: str | None = None,
+    ) -> None:
+        """Evidence from an agent on whether a recalled lesson helped (for the circuit breaker).
+
+        It moves the lesson's confidence, and a lesson that credibly hurts is quarantined at
+        once (unless pinned). Feedback on a lesson that is not active is recorded only.
+        Feedback counts by independent source (``session_id``, else ``actor``): however often
+        one session or client says a lesson hurt, that is one outcome, not many.
+        """
+        _lessons.lesson_feedback(
+            self, lesson_id, helped, task=task, note=note, actor=actor, session_id=session_id
+        )
 
     # -- maintenance -----------------------------------------------------------------------------
 

@@ -2,11 +2,5 @@
 
 This package holds consolidation (``consolidate.py``, no LLM), the LLM judge seam (``judge.py``),
 the evidence gate (``gate.py``), signing (``sign.py``) and the lifecycle (``lifecycle.py``).
-:class:`LessonsMixin` adds the lesson methods to :class:`mimir_core.Mimir`.
+``api.py`` holds the bodies of the lesson methods that :class:`mimir_core.Mimir` declares.
 """
-
-from __future__ import annotations
-
-from .api import LessonsMixin
-
-__all__ = ["LessonsMixin"]
