@@ -242,7 +242,7 @@ def _history(ctx: Any) -> list[dict[str, Any]]:
 def _session_id(ctx: Any) -> str | None:
     try:
         return str(ctx.session.id)
-    except Exception:
+    except Exception:  # a context without a session: the record is keyed without one
         return None
 
 
