@@ -901,7 +901,8 @@ class Mimir:
         # The configured embedder, even if this store was opened with the variant that matched
         # its old vectors: reindexing is how a store moves to it.
         emb = CachedEmbedder(self._configured_embedder())
-        with store.writing():
+        # upkeep paused before the lock is taken: a run in progress may be waiting for it
+        with store.paused(), store.writing():
             data = store.column(EXPERIENCES, EXPERIENCE_COLUMNS).to_pylist()
             # Each batch becomes Arrow at once (float32 vectors: ~3 KB a row, not ~25 KB of
             # Python floats), and the table is swapped only when all of it is embedded.
@@ -952,9 +953,12 @@ class Mimir:
             self.store.optimize(name)
 
     def close(self) -> None:
-        """Release the store handle (the next call reopens it)."""
+        """Release the store handle (the next call reopens it), once its pending upkeep is
+        done: a closed Mimir leaves no thread of its own behind."""
         with self._lock:
-            self._store = None
+            store, self._store = self._store, None
+        if store is not None:
+            store.close()
 
     def __enter__(self) -> Mimir:
         return self

@@ -28,11 +28,12 @@ import re
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
+from . import upkeep as _upkeep
 from .errors import EmbedderMismatchError, SchemaVersionError, StoreError
 from .group_commit import GroupCommit
 from .locking import FileLock
@@ -486,6 +487,8 @@ class Store:
         self.embed_model = embed_model
         self.lock = FileLock(lock_path)
         self.is_local = "://" not in uri
+        #: The store's location, as :mod:`.upkeep` pauses it (every store object opened on it).
+        self.key = os.path.realpath(uri) if self.is_local else uri
         if self.is_local:
             try:
                 Path(uri).mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -510,7 +513,8 @@ class Store:
             self._selective: dict[str, bool] = {}
             self._datasets: dict[str, Any] = {}
             self._indexes: dict[str, tuple[Any, int, VectorIndex]] = {}
-            self.upkeep = Upkeep(self.maybe_optimize)
+            self._generation = _upkeep.generation(self.key)
+            self.upkeep = Upkeep(self.maybe_optimize, key=self.key)
             self._groups: dict[tuple[str, str], GroupCommit[list[str]]] = {}
             self._open(check_embedder)
         except (StoreError, EmbedderMismatchError):
@@ -558,7 +562,8 @@ class Store:
                 self.check_embedder(meta)
             self._check_files()
             return
-        with self.lock.hold():
+        # no upkeep of another store object here touches a table a backup replaces
+        with self.paused(), self.lock.hold():
             self._restore_backups(existing)
             for name, schema in schemas.items():
                 if name not in existing:
@@ -646,11 +651,34 @@ class Store:
 
     def table(self, name: str) -> Any:
         """The open LanceDB table ``name``."""
+        self._forget_replaced()
         tbl = self._tables.get(name)
         if tbl is None:
             tbl = self.db.open_table(name)
             self._tables[name] = tbl
         return tbl
+
+    def _forget_replaced(self) -> None:
+        """Drop the table objects opened before a table of this location may have been
+        replaced (:func:`.upkeep.paused`): one of a dropped table is never used again."""
+        generation = _upkeep.generation(self.key)
+        if generation != self._generation:
+            self._generation = generation
+            self._tables.clear()
+            self._datasets.clear()
+            self._indexes.clear()
+
+    def paused(self) -> AbstractContextManager[None]:
+        """No upkeep of this process runs on this store's location inside this block (see
+        :func:`.upkeep.paused`): around anything that drops, replaces or rolls back a table.
+        Enter it before the write lock: a run in progress may be waiting for that lock."""
+        return _upkeep.paused(self.key)
+
+    def close(self) -> None:
+        """Let pending upkeep finish (up to :data:`.upkeep.EXIT_WAIT` seconds), then end the
+        upkeep thread. The store takes no more upkeep requests; its reads and writes still
+        work (a closed :class:`~mimir_core.Mimir` opens a new store on its next call)."""
+        self.upkeep.stop(_upkeep.EXIT_WAIT)
 
     def meta(self) -> dict[str, str]:
         """The store's key/value metadata (schema version, embedder, ...)."""
@@ -951,6 +979,7 @@ class Store:
 
     def _dataset(self, name: str) -> Any:
         """The table as a pylance dataset at its latest version (checked on every call)."""
+        self._forget_replaced()
         ds = self._datasets.get(name)
         try:
             if ds is not None and ds.latest_version != ds.version:
@@ -1268,8 +1297,7 @@ class Store:
 
         # An upkeep step of this process running meanwhile could leave files holding the rows
         # (a compaction the delete preempts leaves its rewritten files for a later cleanup).
-        self.upkeep.wait(120)
-        with self.lock.hold(), warnings.catch_warnings():
+        with self.paused(), self.lock.hold(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # compact_files is "deprecated" but optimize() has
             tbl = self.table(name)  # no way to rewrite fragments with only a few deleted rows
             tbl.compact_files(materialize_deletions=True, materialize_deletions_threshold=0.0)
@@ -1307,7 +1335,7 @@ class Store:
         opened with a backup left over (a crash mid-way) restores it.
         """
         backup = f"{name}__backup"
-        with self.lock.hold():
+        with self.paused(), self.lock.hold():
             old = self.table(name).to_arrow()
             # lancedb cannot create a table from an empty Arrow table: pass the schema instead
             if old.num_rows:
