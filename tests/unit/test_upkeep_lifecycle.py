@@ -158,3 +158,16 @@ def test_paused_awaits_the_run_in_progress_and_holds_pending_runs_until_it_ends(
     assert not up.alive
     up.request("ignored")  # a stopped upkeep takes no more requests
     assert not up.alive and ran == ["slow", "later"]
+
+
+def test_single_writes_do_not_fill_the_caches_with_old_versions_metadata(
+    hash_mimir: Mimir,
+) -> None:
+    # each single write's version added ~45 KB of metadata to each of the store's two LanceDB
+    # sessions, never read again: ~20 MB after 250 writes at the former 32 MB cap
+    m = hash_mimir
+    for i in range(250):
+        m.record(f"task {i} about module {i % 7}", f"action {i}", "success")
+    store = m.store
+    held = store.session.size_bytes() + store.db_session.size_bytes
+    assert held < 12 * 2**20, f"{held / 2**20:.1f} MB"
