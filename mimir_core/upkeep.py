@@ -202,11 +202,6 @@ def paused(key: str) -> Iterator[None]:
             upkeep._resume()
 
 
-def threads() -> int:
-    """How many upkeep threads are running in this process (tests read it)."""
-    return sum(1 for upkeep in list(_LIVE) if upkeep.alive)
-
-
 def _at(key: str) -> list[Upkeep]:
     return [u for u in list(_LIVE) if u.key == key]
 
