@@ -127,7 +127,7 @@ TRAINED_KEY = "vector_index_rows:{}"
 INDEX_CACHE_BYTES = 256 * 1024 * 1024
 #: Reads need only the latest version's metadata (manifest, the live files' footers: well under
 #: 1 MB per table even at 1M rows, in fragments of :data:`FRAGMENT_ROWS`); what fills this cache
-#: is the ~25 KB each single write's new version adds, never read again. At 32 MB (two sessions:
+#: is the ~45 KB each single write's new version adds, never read again. At 32 MB (two sessions:
 #: LanceDB's and Lance's) a process writing one by one held ~60 MB more at 4k writes (469 vs
 #: 406 MB), and recall at 30k rows was no faster (p50 10-14 ms at both caps, noisy machine).
 METADATA_CACHE_BYTES = 4 * 1024 * 1024
