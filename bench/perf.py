@@ -139,6 +139,15 @@ TARGETS = {
     "recall_p95_ms@1m": ("<=", 30.0),
     "ann_recall@10@1m": (">=", 0.95),
     "recommend_p95_ms@100k": ("<=", 25.0),
+    # the write path (issue 33): single record without the model, and beside mem0 at 10k
+    "record_single_p50_ms@1k": ("<=", 5.0),
+    "record_single_p50_ms@100k": ("<=", 5.0),
+    "bulk_real_model_vs_mem0@10k": (">=", 2.0),
+    "bulk_real_model_share_of_embed_ceiling@10k": (">=", 0.8),
+    "peak_rss_vs_mem0_one_by_one@10k": ("<=", 1.0),
+    "peak_rss_vs_mem0_bulk@10k": ("<=", 1.0),
+    "disk_right_after_vs_settled@10k": ("<=", 2.0),
+    "single_p50_last_1k_vs_first_1k@10k": ("<=", 1.2),
 }
 
 
@@ -503,6 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--load", choices=["fast", "api"], default="fast")
     parser.add_argument("--no-learn", action="store_true", help="skip mimir-learn")
+    parser.add_argument("--no-mem0", action="store_true", help="skip the comparison with mem0")
     parser.add_argument(
         "--no-pin",
         action="store_true",
@@ -770,6 +780,28 @@ def main(argv: list[str] | None = None) -> int:
         result["fragments_after"] = {
             size_label(n): stores[n].m.store.fragments(EXPERIENCES) for n in stores
         }
+
+        # ---- the write path beside mem0 (bench/peer.py) -------------------------------------
+        from bench import peer
+
+        peer_sizes = [n for n in sizes if 10_000 <= n <= 100_000] or [min(sizes)]
+        if args.quick:
+            peer_sizes, peer.REAL_ITEMS = [300], 100
+        mem0_py = None if args.no_mem0 else peer.ensure_mem0_venv(create=not args.quick)
+        if mem0_py is None and not args.no_mem0:
+            result["notes"].append("mem0 skipped: its venv is not cached (quick mode)")
+        if mem0_py is not None:
+            result["peer_mem0"] = {}
+            for n in peer_sizes:
+                result["peer_mem0"][size_label(n)] = peer.run(
+                    n,
+                    work=work_root / "peer",
+                    emb=emb,
+                    model_dir=model_dir,
+                    seed=args.seed,
+                    queries=per_round * repeats,
+                    mem0_py=mem0_py,
+                )
     finally:
         if pins is not None:
             pins.close()
@@ -819,6 +851,26 @@ def evaluate_targets(result: dict[str, Any], quick: bool) -> list[dict[str, Any]
         **{name: get(*path, "p95_round_median") for name, path in latency.items()},
     }
     pooled = {name: get(*path, "p95") for name, path in latency.items()}
+    peer = ("peer_mem0", "10k")
+    after = get(*peer, "mimir", "disk_mb_right_after")
+    settled = get(*peer, "mimir", "disk_mb_settled")
+    ratio = ("ratios_mimir_over_mem0",)
+    values.update(
+        {
+            "record_single_p50_ms@1k": get("record", "single_ms", "1k", "p50"),
+            "record_single_p50_ms@100k": get("record", "single_ms", "100k", "p50"),
+            "bulk_real_model_vs_mem0@10k": get(
+                *peer, "ratios_mimir_over_mem0", "bulk_real_items_per_s"
+            ),
+            "bulk_real_model_share_of_embed_ceiling@10k": get(
+                *peer, "mimir", "bulk_real_share_of_ceiling"
+            ),
+            "peak_rss_vs_mem0_one_by_one@10k": get(*peer, *ratio, "single_peak_rss"),
+            "peak_rss_vs_mem0_bulk@10k": get(*peer, *ratio, "bulk_peak_rss"),
+            "disk_right_after_vs_settled@10k": after / settled if after and settled else None,
+            "single_p50_last_1k_vs_first_1k@10k": get(*peer, "mimir", "single_flatness"),
+        }
+    )
 
     def passes(v: float | None, op: str, target: float) -> bool | None:
         return None if v is None else (v <= target if op == "<=" else v >= target)
@@ -980,6 +1032,33 @@ def render(result: dict[str, Any]) -> str:
         lines.append(
             "mimir-learn bulk load (rows/s): "
             + ", ".join(f"{k} {v['load_rows_per_s']:,.0f}" for k, v in ll.items())
+        )
+    for size, pr in result.get("peer_mem0", {}).items():
+        lines.append("")
+        lines.append(f"Write path beside mem0 at {size} (same items and vectors, interleaved):")
+        lines.append("| | Mimir | mem0 | Mimir / mem0 |")
+        lines.append("|---|---|---|---|")
+        mi, m0, ra = pr["mimir"], pr["mem0"], pr["ratios_mimir_over_mem0"]
+        rows = [
+            ("one by one p50 ms", mi["single_ms"]["p50"], m0["single_ms"]["p50"], "single_p50_ms"),
+            ("one by one items/s", mi["single_items_per_s"], m0["single_items_per_s"],
+             "single_items_per_s"),
+            (f"bulk ({pr['bulk_batch']}/call) items/s", mi["bulk_items_per_s"],
+             m0["bulk_items_per_s"], "bulk_items_per_s"),
+            ("bulk with MiniLM items/s", mi["bulk_real_items_per_s"], m0["bulk_real_items_per_s"],
+             "bulk_real_items_per_s"),
+            ("peak RSS MB, one by one", mi["single_peak_rss_mb"], m0["single_peak_rss_mb"],
+             "single_peak_rss"),
+            ("peak RSS MB, bulk", mi["bulk_peak_rss_mb"], m0["bulk_peak_rss_mb"], "bulk_peak_rss"),
+            ("disk MB right after", mi["disk_mb_right_after"], m0["disk_mb_right_after"],
+             "disk_right_after"),
+            ("search p50 ms", mi["search_ms"]["p50"], m0["search_ms"]["p50"], "search_p50_ms"),
+        ]  # fmt: skip
+        for label, a, b, key in rows:
+            lines.append(f"| {label} | {a:,.1f} | {b:,.1f} | {ra[key]:.2f} |")
+        lines.append(
+            f"Mimir settles to {mi['disk_mb_settled']:,.1f} MB; embedder alone "
+            f"{pr['embed_only_texts_per_s']:,.0f} texts/s (Mimir embeds 2 texts an item)."
         )
     lines.append("")
     lines.append("| target | value (p95: median over rounds) | goal | result | p95 pooled |")

@@ -410,6 +410,17 @@ def _repair_tables(m: Mimir, broken: list[TableHealth], report: dict[str, Any]) 
         return
     store_dir, backup_dir = Path(m.store_uri), Path(report["backup"])
     m.close()  # the store is opened again, after the repair
+    from . import upkeep
+
+    # nor does any other store object of this process touch a table a repair rolls back
+    with upkeep.paused(os.path.realpath(store_dir)):
+        _repair(store_dir, backup_dir, broken, report)
+
+
+def _repair(
+    store_dir: Path, backup_dir: Path, broken: list[TableHealth], report: dict[str, Any]
+) -> None:
+    """:func:`_repair_tables`' work, with upkeep paused."""
     for h in broken:
         try:
             report["actions"].extend(repair_table(h.path, backup_dir))

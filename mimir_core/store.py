@@ -8,8 +8,12 @@ and adapter. Rules it keeps:
   lock and re-read the latest version inside it: LanceDB's ``merge_insert`` alone duplicates
   under a race.
 * Small appends fragment a table and slow every query, so after writes the store compacts
-  (``optimize``) once fragments pile up, cleans old versions, and builds a vector index once a
-  table is large enough for exact search to be slow.
+  once fragments pile up, cleans old versions, and builds a vector index once a table is large
+  enough for exact search to be slow. A write only asks for that upkeep; it runs on the store's
+  upkeep thread (:mod:`.upkeep`), off the writer's path.
+* Threads of one process writing experiences at the same moment share one commit
+  (:meth:`Store.insert_grouped`, :mod:`.group_commit`); every write returns once committed, so
+  every reader, in any process, sees it then.
 * The schema is versioned; a store written by a newer Mimir is refused, an older one migrated.
   The embedding model is recorded, and opening with another model is refused.
 """
@@ -23,13 +27,16 @@ import os
 import re
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Set as AbstractSet
+from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
+from . import upkeep as _upkeep
 from .errors import EmbedderMismatchError, SchemaVersionError, StoreError
 from .filters import Filter
+from .group_commit import GroupCommit
 from .locking import FileLock
 from .store_filters import compile_where
 from .store_filters import sql_in as sql_in
@@ -37,6 +44,7 @@ from .store_filters import sql_str as sql_str
 from .table_scan import is_error
 from .text import context_text, fts_groups, fts_text
 from .types import Experience
+from .upkeep import Upkeep
 
 Row = dict[str, Any]
 #: What a read or write selects: a typed filter, or ``None`` for every row (a raw SQL string
@@ -100,6 +108,8 @@ VECTOR_INDEX = "IVF_SQ"
 REFINE_ROWS = 64
 #: Key columns of the experiences table given a BTREE index at ``INDEX_ROWS`` rows and up.
 KEY_COLUMNS = ("id", "idem_key")
+#: The same for the other tables whose writes look rows up by key.
+TABLE_KEYS = {EXPERIENCES: KEY_COLUMNS, KV: ("id",)}
 #: Tables searched with :meth:`Store._filtered` (post-filter first) and the vector index knobs.
 SEARCHED = frozenset({EXPERIENCES, LESSONS})
 #: Lance file format of the tables Mimir creates. Format 2.2 stores a column holding one value
@@ -113,8 +123,31 @@ OPTIMIZE_ATTEMPTS = 3
 RETRAIN_GROWTH = 2.0
 #: Meta key of the row count a table's vector index was trained on.
 TRAINED_KEY = "vector_index_rows:{}"
-#: Versions older than this are removed after compaction (readers always use the latest).
-CLEANUP_AFTER = timedelta(minutes=5)
+#: Capacity of the LanceDB caches of an open store (one session for all of its dataset objects).
+#: LanceDB's defaults are 6 GB of index cache and 1 GB of metadata cache, per dataset object
+#: opened without a session: the metadata cache kept the manifest of every version a
+#: long-lived process wrote, and a process writing one by one grew by ~60 MB per 1k writes.
+#: The index cache holds the index pages searches read, and each index fold writes new index
+#: files while the old ones' pages stay cached until evicted. A 1M-row store's vector index is
+#: ~400 MB: at this cap its searches read some pages again from the page cache (not measured
+#: at 1M yet; raise it for a large store that must stay fast).
+INDEX_CACHE_BYTES = 256 * 1024 * 1024
+#: Reads need only the latest version's metadata (manifest, the live files' footers: well under
+#: 1 MB per table even at 1M rows, in fragments of :data:`FRAGMENT_ROWS`); what fills this cache
+#: is the ~45 KB each single write's new version adds, never read again. At 32 MB (two sessions:
+#: LanceDB's and Lance's) a process writing one by one held ~60 MB more at 4k writes (469 vs
+#: 406 MB), and recall at 30k rows was no faster (p50 10-14 ms at both caps, noisy machine).
+METADATA_CACHE_BYTES = 4 * 1024 * 1024
+#: Versions older than this are removed after compaction (readers always use the latest; a
+#: read started on a version this old while a compaction replaced its files would fail). It was
+#: 5 minutes, and 10k single writes then held ~3.4 GB of old index and data copies on disk for
+#: a 41 MB store.
+CLEANUP_AFTER = timedelta(seconds=10)
+#: Rows outside the indexes that an upkeep merging small fragments folds in (a row outside the
+#: indexes costs a search ~7 us of full-text scan and a flat vector comparison).
+FOLD_ROWS = 256
+#: Fragment sizes small fragments are merged up to by an upkeep (:meth:`Store._compact_tail`).
+TAIL_TIERS = (1024, 8192, 65536)
 
 
 _NULL_TEST = re.compile(r"\s*([A-Za-z_]\w*) IS NULL\s*")
@@ -284,7 +317,7 @@ def _add_experience_docs(store: Store) -> None:
     every fragment: the vectors and indexes stay as they are)."""
     import pyarrow as pa
 
-    ds = store.table(EXPERIENCES).to_lance()
+    ds = store.lance_dataset(EXPERIENCES)
     if DOC in ds.schema.names:
         return
 
@@ -443,6 +476,7 @@ class Store:
         storage_options: dict[str, str] | None = None,
         check_embedder: bool = True,
     ) -> None:
+        import lance
         import lancedb
 
         self.uri = uri
@@ -450,21 +484,37 @@ class Store:
         self.embed_model = embed_model
         self.lock = FileLock(lock_path)
         self.is_local = "://" not in uri
+        #: The store's location, as :mod:`.upkeep` pauses it (every store object opened on it).
+        self.key = os.path.realpath(uri) if self.is_local else uri
         if self.is_local:
             try:
                 Path(uri).mkdir(parents=True, exist_ok=True, mode=0o700)
             except OSError as exc:
                 raise StoreError(f"cannot create store directory {uri}: {exc}") from exc
+        caps: dict[str, Any] = {
+            "index_cache_size_bytes": INDEX_CACHE_BYTES,
+            "metadata_cache_size_bytes": METADATA_CACHE_BYTES,
+        }
+        #: The caches of every dataset object this store opens (searches', upkeep's): one
+        #: session, capped (see :data:`METADATA_CACHE_BYTES`).
+        self.session = lance.Session(**caps)  # type: ignore[attr-defined]
+        #: The same, for the tables opened through LanceDB (writes, searches).
+        self.db_session = lancedb.Session(**caps)
+        self.storage_options = storage_options or None
         try:
             self.db = lancedb.connect(
                 uri,
                 read_consistency_interval=timedelta(0),
-                storage_options=storage_options or None,
+                storage_options=self.storage_options,
+                session=self.db_session,
             )
             self._tables: dict[str, Any] = {}
             self._selective: dict[str, bool] = {}
             self._datasets: dict[str, Any] = {}
             self._indexes: dict[str, tuple[Any, int, VectorIndex]] = {}
+            self._generation = _upkeep.generation(self.key)
+            self.upkeep = Upkeep(self.maybe_optimize, key=self.key)
+            self._groups: dict[tuple[str, str], GroupCommit[list[str]]] = {}
             self._open(check_embedder)
         except (StoreError, EmbedderMismatchError):
             raise
@@ -511,7 +561,8 @@ class Store:
                 self.check_embedder(meta)
             self._check_files()
             return
-        with self.lock.hold():
+        # no upkeep of another store object here touches a table a backup replaces
+        with self.paused(), self.lock.hold():
             self._restore_backups(existing)
             for name, schema in schemas.items():
                 if name not in existing:
@@ -554,7 +605,7 @@ class Store:
         from .integrity import first_problem
 
         for name in TABLES:
-            ds = self._datasets[name] = self.table(name).to_lance()
+            ds = self._datasets[name] = self.lance_dataset(name)
             problem = first_problem(ds, Path(self.uri) / f"{name}.lance")
             if problem:
                 raise StoreError(
@@ -592,13 +643,41 @@ class Store:
         """``db.create_table`` in Mimir's file format (:data:`DATA_STORAGE_VERSION`)."""
         return self.db.create_table(name, data_storage_version=DATA_STORAGE_VERSION, **kwargs)
 
+    def lance_dataset(self, name: str) -> Any:
+        """The table ``name`` as a pylance dataset at its latest version, in the store's
+        capped cache session (``to_lance()`` alone gave each dataset LanceDB's default one)."""
+        return self.table(name).to_lance(session=self.session)
+
     def table(self, name: str) -> Any:
         """The open LanceDB table ``name``."""
+        self._forget_replaced()
         tbl = self._tables.get(name)
         if tbl is None:
             tbl = self.db.open_table(name)
             self._tables[name] = tbl
         return tbl
+
+    def _forget_replaced(self) -> None:
+        """Drop the table objects opened before a table of this location may have been
+        replaced (:func:`.upkeep.paused`): one of a dropped table is never used again."""
+        generation = _upkeep.generation(self.key)
+        if generation != self._generation:
+            self._generation = generation
+            self._tables.clear()
+            self._datasets.clear()
+            self._indexes.clear()
+
+    def paused(self) -> AbstractContextManager[None]:
+        """No upkeep of this process runs on this store's location inside this block (see
+        :func:`.upkeep.paused`): around anything that drops, replaces or rolls back a table.
+        Enter it before the write lock: a run in progress may be waiting for that lock."""
+        return _upkeep.paused(self.key)
+
+    def close(self) -> None:
+        """Let pending upkeep finish (up to :data:`.upkeep.EXIT_WAIT` seconds), then end the
+        upkeep thread. The store takes no more upkeep requests; its reads and writes still
+        work (a closed :class:`~mimir_core.Mimir` opens a new store on its next call)."""
+        self.upkeep.stop(_upkeep.EXIT_WAIT)
 
     def meta(self) -> dict[str, str]:
         """The store's key/value metadata (schema version, embedder, ...)."""
@@ -680,18 +759,28 @@ class Store:
         with self.lock.hold():
             yield
 
-    def insert_new(self, name: str, rows: list[dict[str, Any]], key: str = "idem_key") -> list[str]:
+    def insert_new(
+        self,
+        name: str,
+        rows: list[dict[str, Any]],
+        key: str = "idem_key",
+        *,
+        new_keys: AbstractSet[str] = frozenset(),
+    ) -> list[str]:
         """Insert the rows whose ``key`` is not stored yet; returns the inserted rows' ids.
 
         Serialised by the file lock, and the existence check reads the latest version, so two
-        processes inserting the same keys at once never duplicate.
+        processes inserting the same keys at once never duplicate. Keys in ``new_keys`` are
+        ones the caller made just now at random (an experience recorded without an
+        idempotency key gets a fresh uuid4): they cannot be stored yet, and skip the check
+        (~3.5 ms of a single write at 1k rows).
         """
         if not rows:
             return []
         with self.lock.hold(), self._write_errors(name):
             tbl = self.table(name)
             present: set[str] = set()
-            keys = list(dict.fromkeys(r[key] for r in rows))
+            keys = [k for k in dict.fromkeys(r[key] for r in rows) if k not in new_keys]
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
                 found = tbl.search().where(sql_in(key, chunk)).select([key]).limit(None).to_list()
@@ -704,15 +793,40 @@ class Store:
             if fresh:
                 tbl.add(fresh)
         if fresh:
-            self.maybe_optimize(name)
+            self.upkeep.request(name)
         return [r["id"] for r in fresh]
+
+    def insert_grouped(
+        self,
+        name: str,
+        rows: list[dict[str, Any]],
+        key: str = "idem_key",
+        *,
+        new_keys: AbstractSet[str] = frozenset(),
+    ) -> list[str]:
+        """:meth:`insert_new`, in one commit with the rows other threads of this process insert
+        at the same moment (see :mod:`.group_commit`); returns once these rows are committed.
+        Of the ids inserted, returns those of ``rows``."""
+        group = self._groups.get((name, key))
+        if group is None:
+
+            def commit(items: list[tuple[dict[str, Any], bool]]) -> list[str]:
+                fresh = {row[key] for row, new in items if new}
+                return self.insert_new(name, [row for row, _ in items], key, new_keys=fresh)
+
+            def split(ids: list[str], items: Sequence[tuple[dict[str, Any], bool]]) -> list[str]:
+                done = set(ids)
+                return [row["id"] for row, _ in items if row["id"] in done]
+
+            group = self._groups.setdefault((name, key), GroupCommit(commit, split))
+        return group.submit([(row, row[key] in new_keys) for row in rows])
 
     def append(self, name: str, rows: list[dict[str, Any]]) -> None:
         """Append rows (no dedup needed: audit entries, ...)."""
         if rows:
             with self._write_errors(name):
                 self.table(name).add(rows)
-            self.maybe_optimize(name)
+            self.upkeep.request(name)
 
     def upsert(self, name: str, rows: list[dict[str, Any]], on: str = "id") -> None:
         """Insert or replace rows by ``on`` (under the lock)."""
@@ -726,7 +840,7 @@ class Store:
                 .when_not_matched_insert_all()
                 .execute(rows)
             )
-        self.maybe_optimize(name)
+        self.upkeep.request(name)
 
     def update(self, name: str, where: Where, values: dict[str, Any]) -> None:
         """Update matching rows."""
@@ -871,6 +985,7 @@ class Store:
 
     def _dataset(self, name: str) -> Any:
         """The table as a pylance dataset at its latest version (checked on every call)."""
+        self._forget_replaced()
         ds = self._datasets.get(name)
         try:
             if ds is not None and ds.latest_version != ds.version:
@@ -878,7 +993,7 @@ class Store:
         except Exception:  # the table was dropped and made again (reindex): open it anew
             ds = None
         if ds is None:
-            ds = self.table(name).to_lance()
+            ds = self.lance_dataset(name)
         self._datasets[name] = ds
         return ds
 
@@ -1021,36 +1136,55 @@ class Store:
     def maybe_optimize(self, name: str, *, now: bool = False) -> None:
         """Compact when small fragments have piled up (or ``now``); index a table grown large.
 
+        Small fragments piled up alone (single writes) are merged among themselves
+        (:meth:`_compact_tail`), without touching the indexes: each index fold rewrote the
+        vector and full-text indexes whole (~2x the table's vectors at 10k rows), once per 24
+        single writes, and those copies were most of a store's disk until cleaned. New rows are
+        folded into the indexes once :data:`FOLD_ROWS` of them are outside.
+
         Best effort: upkeep never fails a write that already committed. A compaction that a
         concurrent write preempted, or any other failure, is logged and left for a later write.
         """
         try:
-            if now or self._needs_upkeep(name):
-                compact = now or len(self._dataset(name).get_fragments()) >= COMPACT_FRAGMENTS
-                self.optimize(name, compact=compact)
+            if now:
+                self.optimize(name)
+                return
+            ds = self._upkeep_dataset(name)  # not the one searches share: this runs on a thread
+            fold, compact = self._needs_upkeep(name, ds)
+            if fold:
+                self.optimize(name, compact=compact, tail=True)
+            elif compact:
+                with self._write_errors(name):
+                    _retried(lambda: self._compact_tail(name))
+                    self._cleanup(name, CLEANUP_AFTER)
         except Exception as exc:
             log.warning("optimize of %s failed (will retry later): %s", name, exc)
 
-    def _needs_upkeep(self, name: str) -> bool:
-        """Small fragments piled up, many rows outside the indexes, or a table grown large
-        without its vector index (read from the dataset's manifest: ~0.05 ms)."""
-        ds = self._dataset(name)
-        if len(ds.get_fragments()) >= COMPACT_FRAGMENTS:
-            return True
+    def _needs_upkeep(self, name: str, ds: Any) -> tuple[bool, bool]:
+        """(fold the indexes, compact): small fragments piled up, rows outside the indexes, or
+        a table grown large without its vector index (read from the manifest: ~0.05 ms)."""
+        compact = len(ds.get_fragments()) >= COMPACT_FRAGMENTS
         indexes = ds.describe_indices()
         if not indexes:
-            return False
+            return False, compact
         rows = int(ds.count_rows())
         current = self._vector_index(name, ds).kind == VECTOR_INDEX
         if name in SEARCHED and rows >= INDEX_ROWS and not current:
-            return True  # none yet, or an older store's IVF_RQ
-        return rows - min(int(i.num_rows_indexed) for i in indexes) >= UNINDEXED_ROWS
+            return True, compact  # none yet, or an older store's IVF_RQ
+        outside = rows - min(int(i.num_rows_indexed) for i in indexes)
+        return outside >= (min(FOLD_ROWS, UNINDEXED_ROWS) if compact else UNINDEXED_ROWS), compact
 
     def optimize(
-        self, name: str, *, cleanup_older_than: timedelta = CLEANUP_AFTER, compact: bool = True
+        self,
+        name: str,
+        *,
+        cleanup_older_than: timedelta = CLEANUP_AFTER,
+        compact: bool = True,
+        tail: bool = False,
     ) -> None:
         """Fold new rows into the indexes, keep the vector index one segment, compact small
-        fragments (when ``compact``), clean old versions.
+        fragments (when ``compact``; ``tail``: only among themselves, see
+        :meth:`_compact_tail`), clean old versions.
 
         Compaction merges only fragments of fewer than :data:`FRAGMENT_ROWS` rows (and those
         with many deleted rows): LanceDB's own ``optimize`` merges every fragment under 1M rows,
@@ -1063,19 +1197,37 @@ class Store:
             rows = tbl.count_rows()
             if rows >= INDEX_ROWS:
                 self.build_vector_index(name)
-        if name == EXPERIENCES:
+        if name in TABLE_KEYS:
             self._ensure_key_indexes(name)
         with self._write_errors(name):
             _retried(lambda: self._upkeep_dataset(name).optimize.optimize_indices())
             if name in SEARCHED:
                 _retried(lambda: self._merge_vector_index(name))
             if compact:  # after the merge: LanceDB compacts no fragments two segments cover
-                _retried(lambda: self._compact(name))
-            _retried(
-                lambda: self._upkeep_dataset(name).cleanup_old_versions(
-                    older_than=cleanup_older_than
-                )
-            )
+                _retried(lambda: self._compact_tail(name) if tail else self._compact(name))
+            self._cleanup(name, cleanup_older_than)
+
+    def _cleanup(self, name: str, older_than: timedelta) -> None:
+        """Remove versions older than ``older_than`` and the files only they used."""
+        _retried(lambda: self._upkeep_dataset(name).cleanup_old_versions(older_than=older_than))
+
+    def _compact_tail(self, name: str) -> None:
+        """Merge the table's small fragments among themselves, at the smallest size of
+        :data:`TAIL_TIERS` that leaves at most half of :data:`COMPACT_FRAGMENTS` fragments: a
+        row written alone is rewritten a few times as its fragment grows through the tiers,
+        and the table's large fragments are never rewritten for a few new rows (at 10k rows,
+        every 24 single writes rewrote all 10k)."""
+        ds = self._upkeep_dataset(name)
+        sizes = [int(f.count_rows()) for f in ds.get_fragments()]
+        tiers = [t for t in TAIL_TIERS if t < FRAGMENT_ROWS] + [FRAGMENT_ROWS]
+        target = FRAGMENT_ROWS
+        for tier in tiers:
+            large = sum(1 for n in sizes if n >= tier)
+            small = sum(n for n in sizes if n < tier)
+            if large + math.ceil(small / tier) <= COMPACT_FRAGMENTS // 2:
+                target = tier
+                break
+        ds.optimize.compact_files(target_rows_per_fragment=target)
 
     def _compact(self, name: str) -> None:
         """Merge the table's fragments of fewer than :data:`FRAGMENT_ROWS` rows."""
@@ -1087,7 +1239,7 @@ class Store:
         Upkeep's steps borrow the object they run on mutably: run on the one searches share
         (:meth:`_dataset`), a search on another thread (an MCP server's tool call beside its
         upkeep thread) failed with "Already mutably borrowed"."""
-        ds = self.table(name).to_lance()
+        ds = self.lance_dataset(name)
         return ds.checkout_version(ds.latest_version)
 
     def _merge_vector_index(self, name: str) -> bool:
@@ -1125,7 +1277,7 @@ class Store:
 
         tbl = self.table(name)
         have = {tuple(getattr(i, "columns", ())) for i in tbl.list_indices()}
-        missing = [k for k in KEY_COLUMNS if (k,) not in have]
+        missing = [k for k in TABLE_KEYS[name] if (k,) not in have]
         if missing and tbl.count_rows() >= INDEX_ROWS:
             with self.lock.hold():
                 for key in missing:
@@ -1149,7 +1301,9 @@ class Store:
         """Rewrite fragments with deleted rows and drop every old version (privacy delete)."""
         import warnings
 
-        with self.lock.hold(), warnings.catch_warnings():
+        # An upkeep step of this process running meanwhile could leave files holding the rows
+        # (a compaction the delete preempts leaves its rewritten files for a later cleanup).
+        with self.paused(), self.lock.hold(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # compact_files is "deprecated" but optimize() has
             tbl = self.table(name)  # no way to rewrite fragments with only a few deleted rows
             tbl.compact_files(materialize_deletions=True, materialize_deletions_threshold=0.0)
@@ -1187,7 +1341,7 @@ class Store:
         opened with a backup left over (a crash mid-way) restores it.
         """
         backup = f"{name}__backup"
-        with self.lock.hold():
+        with self.paused(), self.lock.hold():
             old = self.table(name).to_arrow()
             # lancedb cannot create a table from an empty Arrow table: pass the schema instead
             if old.num_rows:

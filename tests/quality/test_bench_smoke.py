@@ -200,6 +200,8 @@ ELSEWHERE = {
 SKIPPED = {
     "_mimir_learn_worker": "runs in mimir-learn 0.1.5's venv, made by pip from the package index",
     "learning_mimir_learn": "its __main__ is the worker inside mimir-learn 0.1.5's venv (pip)",
+    "_mem0_worker": "runs in mem0's venv, made by pip from the package index (bench.peer)",
+    "_mimir_peer_worker": "bench.peer starts it beside the mem0 worker, when mem0's venv exists",
 }
 
 #: Modules without an entry, and the part whose runs cover them.
@@ -211,6 +213,7 @@ LIBRARIES = {
     "learning_env": "learning",
     "learning_env_ops": "learning",
     "live_tasks": "live",
+    "peer": "perf",
     "pin": "perf",
     "synthetic": "perf",
     "versions": "run",

@@ -111,6 +111,7 @@ def test_bulk_writes_keep_the_indexes_current_without_a_compaction(
             for i in range(start, start + n)
         ]
         m.record_many([{**it, "outcome": "success"} for it in items])
+        assert m.store.upkeep.wait(120)  # its upkeep runs on the store's upkeep thread
 
     def indexed() -> dict[str, int]:
         ds = m.store._dataset(store_mod.EXPERIENCES)

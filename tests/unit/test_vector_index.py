@@ -29,6 +29,7 @@ def _fill(m: Mimir, n: int, start: int = 0) -> None:
             for i in range(start, start + n)
         ]
     )
+    assert m.store.upkeep.wait(120)  # the write's upkeep runs on the store's upkeep thread
 
 
 def _vector_index(m: Mimir) -> Any:
