@@ -248,7 +248,7 @@ def test_a_short_lived_process_finishes_its_upkeep_before_it_exits(home: Path) -
 
     Mimir(home, embedder="hash").stats()
     writer = (
-        "import sys; from mimir_core import Mimir, upkeep\n"
+        "import sys; from mimir_core import Mimir\nfrom mimir_core.store import upkeep\n"
         "upkeep.GAP_SECONDS = 3.0  # the run the last writes ask for waits past the exit\n"
         "m = Mimir(sys.argv[1], embedder='hash')\n"
         "for i in range(int(sys.argv[2])): m.record(f'task {i}', 'act', 'success')\n"
