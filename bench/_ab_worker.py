@@ -23,7 +23,7 @@ def main() -> None:
     sys.path.insert(0, root)
     from bench import perf
     from bench.synthetic import SyntheticEmbedder
-    from mimir_core.embed import FastEmbedder
+    from mimir_core.embed.core import FastEmbedder
 
     model = FastEmbedder(Path(tempfile.mkdtemp(dir=workdir)) / "model")
     emb = SyntheticEmbedder(model)

@@ -5,7 +5,7 @@ every store of the other sections). It answers the same JSON-line requests as
 ``bench/_mem0_worker.py``: ``open``, ``add`` (``record`` one by one, or ``record_many`` of
 ``batch`` items), ``search`` (``recall``), ``stats``, ``settle``. Vectors are handed over by
 text (the bench's synthetic vectors: the store's cost without the model), or with ``real`` the
-MiniLM model runs (Mimir's own :class:`~mimir_core.embed.FastEmbedder`).
+MiniLM model runs (Mimir's own :class:`~mimir_core.embed.core.FastEmbedder`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from mimir_core import Mimir
 
 
 class HandOver:
-    """An :class:`~mimir_core.embed.Embedder` returning the vectors the bench handed over."""
+    """An :class:`~mimir_core.embed.core.Embedder` returning the vectors the bench handed over."""
 
     name = "bench-handover-384"
     dim = 384
@@ -57,7 +57,7 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
         path = req["path"]
         emb: Any = HandOver()
         if req.get("real"):
-            from mimir_core.embed import FastEmbedder
+            from mimir_core.embed.core import FastEmbedder
 
             emb = FastEmbedder(Path(req["model_dir"]))
         m = Mimir(path, embedder=emb, auto_consolidate=False)
@@ -110,7 +110,7 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
     if op == "settled":  # compacted, every old version removed: the store's size at rest
         from datetime import timedelta
 
-        from mimir_core.store import TABLES
+        from mimir_core.store.core import TABLES
 
         for name in TABLES:
             m.store.optimize(name, cleanup_older_than=timedelta(0))

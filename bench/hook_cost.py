@@ -188,8 +188,8 @@ def _seed_digest(home: Path, n: int) -> None:
     """A signed digest of ``n`` lessons on varied topics; one matches the benchmark prompt."""
     import random
 
-    from mimir_core.digest import write_digest
     from mimir_core.lessons.sign import load_or_create_key
+    from mimir_core.tools.digest import write_digest
 
     rng = random.Random(7)
     lessons: list[dict[str, Any]] = [
@@ -226,7 +226,7 @@ def _seed_attempts(home: Path, tasks: int = 400, pending: int = 200) -> int:
     not yet drained, as a busy project's hooks would find them."""
     import random
 
-    from mimir_core import spool
+    from mimir_core.ingest import spool
     from mimir_core.lessons.sign import load_or_create_key
     from mimir_core.observations.attempt_digest import update
     from mimir_core.scope import scope_for

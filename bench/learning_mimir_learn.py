@@ -47,7 +47,7 @@ class MimirLearnAgent:
     def __init__(self, seed: int, home: Path, python: Path) -> None:
         import random
 
-        from mimir_core.embed import prepare_model_dir
+        from mimir_core.embed.core import prepare_model_dir
 
         self.seed = seed
         self.rng = random.Random(seed)

@@ -153,8 +153,8 @@ def attempt(
 
 def memory_for(m: Any, task: LiveTask) -> tuple[str, list[str]]:
     """What WARM puts in front of the model: lessons and past attempts, fenced as data."""
-    from mimir_core.render import render_hits
-    from mimir_core.tools import fence
+    from mimir_core.tools.render import render_hits
+    from mimir_core.tools.specs import fence
 
     block = m.context(task.text)
     hits = m.recall(task.text, k=3)

@@ -221,7 +221,7 @@ def run(
     finally:
         for w in workers.values():
             w.close()
-    from mimir_core.embed import FastEmbedder
+    from mimir_core.embed.core import FastEmbedder
 
     fe = FastEmbedder(model_dir)
     texts = [it["task"] for it in real_items] + [it["action"] for it in real_items]

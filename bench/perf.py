@@ -51,8 +51,8 @@ in the synthetic space. ANN recall on real embeddings may differ (these vectors 
 which suits IVF).
 
 Loading: every store is bulk-loaded in 10k-row batches through a **bench-only fast path**
-(``--load fast``, the default): the rows are built with ``mimir_core.store.experience_row`` from
-validated ``Experience`` objects, converted to Arrow column-wise and written with
+(``--load fast``, the default): the rows are built with ``mimir_core.store.core.experience_row``
+from validated ``Experience`` objects, converted to Arrow column-wise and written with
 ``Store.append`` (the store's own upkeep runs after each append). It skips ``record_many``'s
 secret redaction and dedup lookup, which would make a 1M load take an hour; ``--load api`` uses
 ``record_many`` instead. Then ``Mimir.compact()`` lets the store's upkeep build the vector index
@@ -170,7 +170,7 @@ def _fast_append(
     """Bench-only fast path: the rows ``record_many`` would write, written with ``Store.append``."""
     import pyarrow as pa
 
-    from mimir_core.store import EXPERIENCES, _schemas, experience_row
+    from mimir_core.store.core import EXPERIENCES, _schemas, experience_row
     from mimir_core.types import DEFAULT_SCORES, Experience
 
     exps = [
@@ -205,7 +205,7 @@ def _fast_append(
 
 def cache_key(n: int, seed: int, load: str) -> str:
     """What a cached store depends on: size, data, load path, schema and index settings."""
-    from mimir_core import store
+    from mimir_core.store import core as store
 
     parts = [size_label(n), f"seed{seed}", load, f"schema{store.SCHEMA_VERSION}"]
     parts.append(f"file{store.DATA_STORAGE_VERSION}")
@@ -240,7 +240,7 @@ def cached_store(
     entry = cache / cache_key(n, seed, load)
     if not (entry / "ok").exists():
         bs, info = build_store(home, n, emb, seed, load)
-        from mimir_core.store import EXPERIENCES
+        from mimir_core.store.core import EXPERIENCES
 
         bs.m.store.optimize(EXPERIENCES, cleanup_older_than=timedelta(0))  # no old versions
         shutil.rmtree(entry, ignore_errors=True)
@@ -267,7 +267,7 @@ def cached_store(
 
 def index_list(m: Mimir) -> list[dict[str, Any]]:
     """The experiences table's indexes: columns and type."""
-    from mimir_core.store import EXPERIENCES
+    from mimir_core.store.core import EXPERIENCES
 
     return [
         {"columns": list(getattr(i, "columns", [])), "type": str(getattr(i, "index_type", ""))}
@@ -450,7 +450,7 @@ def ann_recall(
     bs: BenchStore, emb: SyntheticEmbedder, queries: list[str], candidates: int
 ) -> dict[str, Any]:
     """Recall@10 of the store's vector search vs exact numpy top-10 (same vectors)."""
-    from mimir_core.store import EXPERIENCES
+    from mimir_core.store.core import EXPERIENCES
 
     store = bs.m.store
     qv = emb.vectors(queries)
@@ -565,15 +565,15 @@ def main(argv: list[str] | None = None) -> int:
         },
         "notes": [],
     }
-    from mimir_core.embed import FASTEMBED_FLOAT_NAME, FastEmbedder
-    from mimir_core.store import EXPERIENCES
+    from mimir_core.embed.core import FASTEMBED_FLOAT_NAME, FastEmbedder
+    from mimir_core.store.core import EXPERIENCES
 
     args.workdir.mkdir(parents=True, exist_ok=True)
     work_root = Path(tempfile.mkdtemp(prefix="mimir-perf-", dir=args.workdir))
     model_dir = work_root / "models"
     fe = FastEmbedder(model_dir)
     fe.embed(["warm up the model"])
-    from mimir_core.embed import prepare_model_dir
+    from mimir_core.embed.core import prepare_model_dir
 
     prepare_model_dir(model_dir)
     emb = SyntheticEmbedder(fe)

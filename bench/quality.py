@@ -352,7 +352,7 @@ def gates(metrics: dict[str, Any]) -> dict[str, tuple[float, float, bool]]:
 
 def _grid_metrics(cached: list[Any], params: tuple[float, float, float, float]) -> dict[str, float]:
     """Recall's metrics with ``params`` = (vector floor, word floor, identifier weight, text
-    weight), from cached candidate features, by the rules of :mod:`mimir_core.scoring`."""
+    weight), from cached candidate features, by the rules of :mod:`mimir_core.search.scoring`."""
     vf, wf, iw, tw = params
     per: dict[str, list[float]] = {}
     for q, feats, n_words in cached:
@@ -385,9 +385,9 @@ def tune(m: Mimir, data: dict[str, Any], id_map: dict[str, str]) -> None:
     """Grid-search recall floors/weights (on cached features) and recommend thresholds on the
     tune part only; the best setting's held-out (test part) figures are printed once, after the
     choice, so they can report it but never steer it."""
-    from mimir_core.recall import gather
-    from mimir_core.scoring import Terms, text_scores
-    from mimir_core.store import row_text
+    from mimir_core.search.recall import gather
+    from mimir_core.search.scoring import Terms, text_scores
+    from mimir_core.store.core import row_text
 
     parts = part_map(data)
     cached: dict[str, list[Any]] = {"tune": [], "test": []}
@@ -521,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
         embedder = None
         if args.embedder == "hash":
-            from mimir_core.embed import HashEmbedder
+            from mimir_core.embed.core import HashEmbedder
 
             embedder = HashEmbedder()
         conv = qc.run(quick=args.quick, embedder=embedder)

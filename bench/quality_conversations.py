@@ -178,7 +178,7 @@ def run(
     from langgraph.store.base import PutOp
 
     from mimir_core import Mimir
-    from mimir_core.embed import FastEmbedder
+    from mimir_core.embed.core import FastEmbedder
     from mimir_integrations.langgraph import MimirStore
 
     data = data or load()

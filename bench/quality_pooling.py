@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     parts = ("test",) if args.quick else ("tune", "test")
     prompts = 12 if args.quick else None
-    from mimir_core.embed import make_embedder
+    from mimir_core.embed.core import make_embedder
 
     with tempfile.TemporaryDirectory() as tmp:
         embedder = _Memo(make_embedder(args.embedder, Path(tmp) / "models"))

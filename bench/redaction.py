@@ -8,7 +8,7 @@
   random high-entropy tokens) is scanned line by line with detect-secrets 1.5.0's plugins
   (``scan_line`` with the default settings; the high-entropy findings kept only above the
   plugins' own limits, 4.5 and 3.0, as detect-secrets reports them). Every string the oracle
-  flags must be gone from :func:`mimir_core.redact.sanitize`'s output. The corpus also plants
+  flags must be gone from :func:`mimir_core.redact.core.sanitize`'s output. The corpus also plants
   values that must stay (git SHAs in a git context, UUIDs, digests, paths); the oracle's
   findings among those are counted apart as *allowlisted*, never as misses. A hand port of
   gitleaks' ``generic-api-key`` rule (gitleaks is a Go binary, not on PyPI) is a second oracle.
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mimir_core.redact import sanitize
+from mimir_core.redact.core import sanitize
 
 ROOT = Path(__file__).resolve().parents[1]
 ALNUM = string.ascii_letters + string.digits

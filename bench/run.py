@@ -120,7 +120,7 @@ def lessons_latency(sizes: list[int], queries: int, seed: int) -> dict[str, Any]
     rank; the cached big ones are served as they are (the lessons count is reported):
     ``lessons`` searches the lessons table, ``context`` also runs ``recommend`` over every
     experience, so it is the one that grows with the store."""
-    from mimir_core.embed import FastEmbedder
+    from mimir_core.embed.core import FastEmbedder
 
     from .perf import CACHE, CACHE_MIN, cached_store
     from .synthetic import SyntheticEmbedder, make_queries, size_label
@@ -171,7 +171,8 @@ def lessons_latency(sizes: list[int], queries: int, seed: int) -> dict[str, Any]
 def spool_drain(n: int) -> dict[str, Any]:
     """Records/s of ``Mimir.ingest`` over ``n`` spooled records, with the real MiniLM embedder
     (what a long-lived process does with what hooks captured), in a temporary home."""
-    from mimir_core import Mimir, spool
+    from mimir_core import Mimir
+    from mimir_core.ingest import spool
 
     from .synthetic import make_experiences
 

@@ -5,10 +5,10 @@
     python -m bench.soak --n 50k --embedder fastembed
 
 What it does: records are appended to the spool exactly as hook processes write them
-(:func:`mimir_core.spool.append`, one ``O_APPEND`` line per record, each with the idempotency key
-a hook would give it), and drained in batches with :meth:`Mimir.ingest`, as the MCP server's
-upkeep thread and ``mimir ingest`` do. Nothing else touches the store: compaction, the vector
-and key indexes and old-version cleanup are whatever the store does by itself after writes.
+(:func:`mimir_core.ingest.spool.append`, one ``O_APPEND`` line per record, each with the
+idempotency key a hook would give it), and drained in batches with :meth:`Mimir.ingest`, as the MCP
+server's upkeep thread and ``mimir ingest`` do. Nothing else touches the store: compaction, the
+vector and key indexes and old-version cleanup are whatever the store does by itself after writes.
 
 At each checkpoint it measures:
 
@@ -60,8 +60,9 @@ from bench.synthetic import (
     timed2,
 )
 from bench.versions import versions
-from mimir_core import Mimir, spool
-from mimir_core.store import EXPERIENCES, TABLES
+from mimir_core import Mimir
+from mimir_core.ingest import spool
+from mimir_core.store.core import EXPERIENCES, TABLES
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mimir_core.capture.events import Event
+    from mimir_core.ingest.capture.events import Event
 
     from .hooks import HookContext
 

@@ -57,7 +57,7 @@ def _auto_off(args: argparse.Namespace) -> Any:
 def cmd_export(args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
-    from mimir_core.backup import export_store
+    from mimir_core.ops.backup import export_store
 
     m = _auto_off(args)
     target = args.output or datetime.now(timezone.utc).strftime("mimir-export-%Y%m%dT%H%M%SZ.jsonl")
@@ -83,7 +83,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         )
     m = _auto_off(args)
     if args.from_mimir_learn:
-        from mimir_core.import_mimir_learn import import_mimir_learn
+        from mimir_core.ops.import_mimir_learn import import_mimir_learn
 
         ml = import_mimir_learn(m, args.from_mimir_learn, scope=args.scope)
         emit(
@@ -95,7 +95,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             ),
         )
         return 0
-    from mimir_core.backup import import_store
+    from mimir_core.ops.backup import import_store
 
     report = import_store(m, args.file, resign=args.resign)
 

@@ -23,7 +23,9 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         "the host's JSON answer (lessons to inject) when there is one.",
     )
     p.add_argument("host", nargs="?", choices=sorted(hook_modules()))
-    p.add_argument("--config", help="a JSON mapping for any other host (see mimir_core.capture)")
+    p.add_argument(
+        "--config", help="a JSON mapping for any other host (see mimir_core.ingest.capture)"
+    )
     p.add_argument("--home", help="Mimir home directory")
     p.set_defaults(handler=cmd_hook)
 

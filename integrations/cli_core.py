@@ -105,7 +105,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from mimir_core.render import render_hits
+    from mimir_core.tools.render import render_hits
 
     m = open_mimir(args)
     hits = m.recall(
@@ -130,7 +130,7 @@ def _since(value: str | None) -> Any:
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
-    from mimir_core.render import render_recommendation
+    from mimir_core.tools.render import render_recommendation
 
     m = open_mimir(args)
     rec = m.recommend(args.task, explore=args.explore, scope=args.scope, seed=args.seed)
@@ -139,7 +139,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 
 def cmd_attempts(args: argparse.Namespace) -> int:
-    from mimir_core.render import render_attempts
+    from mimir_core.tools.render import render_attempts
 
     m = open_mimir(args)
     hits = m.attempts(args.action, task=args.task, scope=args.scope, match=args.match, k=args.k)
@@ -148,7 +148,7 @@ def cmd_attempts(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from mimir_core.render import render_stats
+    from mimir_core.tools.render import render_stats
 
     stats = open_mimir(args).stats()
     emit(args, stats, lambda: render_stats(stats))
@@ -167,7 +167,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from mimir_core.doctor import repair, run_checks
+    from mimir_core.ops.doctor import repair, run_checks
 
     if args.repair:
         report = repair(open_mimir(args))

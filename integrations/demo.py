@@ -200,7 +200,7 @@ def _print(args: argparse.Namespace, text: str) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     """Record, recall, recommend (and consolidate, when lessons are available)."""
-    from mimir_core.render import render_hits, render_recommendation
+    from mimir_core.tools.render import render_hits, render_recommendation
 
     if not getattr(args, "home", None):
         args.home = str(_fresh_demo_home())

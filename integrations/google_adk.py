@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from mimir_core.agent_run import RunMemory, error_text, last_user_text, tool_schemas
 from mimir_core.extras import requires_extra
-from mimir_core.wire_formats import gemini_messages, result_outcome
+from mimir_core.hosting.agent_run import RunMemory, error_text, last_user_text, tool_schemas
+from mimir_core.hosting.wire_formats import gemini_messages, result_outcome
 
 with requires_extra("mimir_integrations.google_adk", "google-adk"):
     from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
@@ -117,7 +117,7 @@ def _entry(doc: Any) -> Any:
 
 
 class MimirTool(BaseTool):  # type: ignore[misc]
-    """One of Mimir's tools (:data:`mimir_core.tools.TOOLS`) as an ADK tool."""
+    """One of Mimir's tools (:data:`mimir_core.tools.specs.TOOLS`) as an ADK tool."""
 
     def __init__(self, schema: dict[str, Any], memory: RunMemory) -> None:
         super().__init__(name=schema["name"], description=schema["description"])

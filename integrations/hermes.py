@@ -1,13 +1,13 @@
 """Hermes Agent memory provider: ``memory.provider: mimir`` (verified with hermes-agent 0.19).
 
 A thin translation of Hermes' ``MemoryProvider`` calls into
-:class:`mimir_core.conversation.ConversationMemory`: ``prefetch`` → the lessons for the turn
+:class:`mimir_core.hosting.conversation.ConversationMemory`: ``prefetch`` → the lessons for the turn
 (within :data:`PREFETCH_TIMEOUT`; Hermes gives up after 8 s); ``sync_turn`` → the turn's attempts,
 spooled at once; ``on_session_end``, ``on_pre_compress`` and ``shutdown`` capture the whole
 history again (idempotent: in ``hermes -z`` ``on_session_end`` runs before the last
 ``sync_turn``), ``shutdown`` then consolidates when due; the tools are
-:data:`mimir_core.tools.TOOLS`. ``on_memory_write`` is left to the base class: a note the agent
-saves is no attempt with an outcome. Every callback fails open. Storage: ``$MIMIR_HOME``, else
+:data:`mimir_core.tools.specs.TOOLS`. ``on_memory_write`` is left to the base class: a note the
+agent saves is no attempt with an outcome. Every callback fails open. Storage: ``$MIMIR_HOME``, else
 ``mimir setup hermes --home``, else ``<hermes_home>/mimir``. Nothing here imports ``mcp``.
 """
 
@@ -59,7 +59,7 @@ class MimirMemoryProvider(MemoryProvider):  # type: ignore[misc,valid-type]
         if self._memory is not None:
             return
         try:
-            from mimir_core.conversation import ConversationMemory, log_to_file
+            from mimir_core.hosting.conversation import ConversationMemory, log_to_file
             from mimir_core.scope import scope_for
             from mimir_core.settings import MimirSettings
 
@@ -86,7 +86,7 @@ class MimirMemoryProvider(MemoryProvider):  # type: ignore[misc,valid-type]
     def system_prompt_block(self) -> str:
         """What Mimir is and how to use its tools (the core's wording, plus how Hermes gets it)."""
         try:
-            from mimir_core.conversation import system_note
+            from mimir_core.hosting.conversation import system_note
 
             return system_note(HERMES_NOTE)
         except Exception:
@@ -142,7 +142,7 @@ class MimirMemoryProvider(MemoryProvider):  # type: ignore[misc,valid-type]
     def get_tool_schemas(self) -> list[dict[str, Any]]:
         """Mimir's tools in Hermes' format: bare ``{name, description, parameters}``."""
         try:
-            from mimir_core.conversation import function_schemas
+            from mimir_core.hosting.conversation import function_schemas
 
             return function_schemas()
         except Exception:

@@ -20,16 +20,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from mimir_core import spool
-from mimir_core.capture import Capture, Event
-from mimir_core.capture.events import sha256_hex
+from mimir_core.ingest import spool
+from mimir_core.ingest.capture import Capture, Event
+from mimir_core.ingest.capture.events import sha256_hex
 
 from . import hosts
 
 if TYPE_CHECKING:
     import re
 
-    from mimir_core.capture import HookMapping
+    from mimir_core.ingest.capture import HookMapping
     from mimir_core.observations.policy import Line
 
 #: ``mimir hook <name>`` → the module with ``handle(payload, ctx) -> dict | None`` (from
@@ -137,7 +137,7 @@ class HookContext:
     def key(self) -> bytes | None:
         """The signing key the digests are checked with (``MIMIR_SIGNING_KEY``, else the
         per-install key file; ``None`` before there is one)."""
-        from mimir_core.digest import resolve_key
+        from mimir_core.tools.digest import resolve_key
 
         return resolve_key(self.home, os.environ.get("MIMIR_SIGNING_KEY") or None)
 
@@ -155,7 +155,7 @@ class HookContext:
             return Answer("", "")
 
     def _answer(self, ev: Event, lessons_before_tools: bool) -> Answer:
-        from mimir_core.capture.events import READ_ONLY_TOOLS, describe_action, is_mimir_tool
+        from mimir_core.ingest.capture.events import READ_ONLY_TOOLS, describe_action, is_mimir_tool
         from mimir_core.observations import guard
 
         if not ev.inject:
@@ -207,8 +207,8 @@ class HookContext:
     def _block(
         self, ev: Event, query: str, lines: list[Line], scope: str | None, key: bytes | None
     ) -> str:
-        from mimir_core.actions import normalise_action
-        from mimir_core.digest import lessons_for, render_block
+        from mimir_core.search.actions import normalise_action
+        from mimir_core.tools.digest import lessons_for, render_block
 
         items = lessons_for(self.home, query, scope=scope, key=key) if query.strip() else []
         covered = {normalise_action(str(i.get("action") or "")) for i in items}
@@ -261,7 +261,7 @@ def _log_path(home: Path) -> Path:
 def log(home: Path, message: str) -> None:
     """Append one line to ``<home>/logs/hooks.log`` (0600, rotated at 2 MB). Never raises."""
     try:
-        from mimir_core.redact import redact
+        from mimir_core.redact.core import redact
 
         path = _log_path(home)
         try:
@@ -328,7 +328,7 @@ def mapping_handler(mapping: HookMapping) -> Handler:
 
 def _handler(host: str | None, config: str | None) -> Handler:
     if config:
-        from mimir_core.capture import HookMapping
+        from mimir_core.ingest.capture import HookMapping
 
         return mapping_handler(HookMapping.load(config))
     if host not in HOST_MODULES:
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(exc, (ValueError, spool.SpoolError)):
             detail += "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:])
         if isinstance(exc, (OSError, spool.SpoolError)):  # a write failed: the capture is lost
-            from mimir_core import lost
+            from mimir_core.ingest import lost
 
             lost.note(spool.spool_dir(home, os.environ.get("MIMIR_STORE_URI") or None), exc)
         log(home, f"{where}: {detail}")

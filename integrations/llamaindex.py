@@ -32,8 +32,8 @@ from typing import Any
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from mimir_core.extras import requires_extra
-from mimir_core.retrieval import KINDS, retrieve
-from mimir_core.turns import turn_records
+from mimir_core.hosting.retrieval import KINDS, retrieve
+from mimir_core.hosting.turns import turn_records
 
 with requires_extra("mimir_integrations.llamaindex", "llamaindex"):
     from llama_index.core.llms import ChatMessage
@@ -114,7 +114,7 @@ def _as_openai(message: ChatMessage) -> dict[str, Any]:
 class MimirMemoryBlock(BaseMemoryBlock[str]):
     """A ``Memory`` block: its content is the lessons for the latest user message (fenced as
     data, from ``Mimir.context``); turns flushed out of short-term memory are recorded as
-    experiences (``mimir_core.turns.turn_records``: failed tool calls and what worked after;
+    experiences (``mimir_core.hosting.turns.turn_records``: failed tool calls and what worked after;
     a plain question and answer is not an attempt). Priority 0: never truncated.
     """
 

@@ -37,7 +37,7 @@ import sys
 import threading
 from typing import Any
 
-from mimir_core.answer_cache import AnswerCache, files_fingerprint
+from mimir_core.hosting.answer_cache import AnswerCache, files_fingerprint
 
 log = logging.getLogger("mimir.mcp")
 
@@ -47,9 +47,9 @@ PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
 #: Files whose change can change an answer: Mimir's tool specs and server, and the SDK.
 _MIMIR_FILES = (
     ("mimir_core", "__init__.py"),
-    ("mimir_core", "tools.py"),
-    ("mimir_core", "tool_models.py"),
-    ("mimir_core", "tool_io.py"),
+    ("mimir_core", "tools", "specs.py"),
+    ("mimir_core", "tools", "models.py"),
+    ("mimir_core", "tools", "io.py"),
     ("mimir_core", "types.py"),
     ("mimir_integrations", "mcp_server.py"),
 )

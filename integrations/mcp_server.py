@@ -1,13 +1,13 @@
 """The MCP server: Mimir's tools, lessons and stats for any MCP client (stdio or streamable HTTP).
 
-A thin rendering of the core's tool specs (:data:`mimir_core.tools.TOOLS`) on the official ``mcp``
-SDK 2.x (``MCPServer``). Tool errors come back as ``isError`` results carrying the core's message
-("k: must be an integer from 1 to 100; got 0"); an unknown prompt or resource, or a missing or bad
-prompt or resource argument, is JSON-RPC -32602 naming it. Every reply that carries stored text
-is fenced and neutralised by :mod:`mimir_core.fence` (resources as escaped JSON).
+A thin rendering of the core's tool specs (:data:`mimir_core.tools.specs.TOOLS`) on the official
+``mcp`` SDK 2.x (``MCPServer``). Tool errors come back as ``isError`` results carrying the core's
+message ("k: must be an integer from 1 to 100; got 0"); an unknown prompt or resource, or a missing
+or bad prompt or resource argument, is JSON-RPC -32602 naming it. Every reply that carries stored
+text is fenced and neutralised by :mod:`mimir_core.tools.fence` (resources as escaped JSON).
 Start-up imports only the SDK and the tool specs;
 the store and the embedding model load on a background thread once the first request is answered
-(:class:`mimir_core.background.Maintainer`), which also drains the capture spool and runs
+(:class:`mimir_core.hosting.background.Maintainer`), which also drains the capture spool and runs
 consolidation when it is due. Serve it with ``mimir mcp`` (stdio) or ``mimir mcp --http``.
 
 Runnable example (offline, in process; ``pip install 'mimir-lessons[mcp]'``)::
@@ -39,11 +39,12 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mimir_core import __version__, tool_serving
-from mimir_core.background import Maintainer
+from mimir_core import __version__
 from mimir_core.extras import requires_extra
-from mimir_core.tool_serving import ToolServer
-from mimir_core.tools import AGENT_INSTRUCTIONS, TOOLS, ToolOutput, ToolSpec
+from mimir_core.hosting.background import Maintainer
+from mimir_core.tools import serving as tool_serving
+from mimir_core.tools.serving import ToolServer
+from mimir_core.tools.specs import AGENT_INSTRUCTIONS, TOOLS, ToolOutput, ToolSpec
 
 if TYPE_CHECKING:
     from mimir_core.memory import Mimir

@@ -1,9 +1,9 @@
 """Mimir for the OpenAI Agents SDK: a ``Session`` on the one store, and a ``RunConfig``.
 
 Verified with openai-agents 0.24; the seams are in docs/openai-agents.md. The work is the
-core's (:class:`~mimir_core.agent_run.RunMemory`, :class:`~mimir_core.item_log.ItemLog`,
-:class:`~mimir_core.responses_run.ResponsesRun`); this module wires it to the SDK's types. An
-output the SDK hides an exception behind (:data:`SDK_FAILURE`) is a failure. All fails open.
+core's (:mod:`mimir_core.hosting`: ``agent_run.RunMemory``, ``item_log.ItemLog``,
+``responses_run.ResponsesRun``); this module wires it to the SDK's types. An output
+the SDK hides an exception behind (:data:`SDK_FAILURE`) is a failure. All fails open.
 
 Runnable example (offline; ``pip install 'mimir-lessons[openai-agents]'``)::
 
@@ -39,11 +39,11 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from mimir_core.agent_run import RunMemory, maybe_await, off_thread, tool_answer_json, tool_schemas
 from mimir_core.extras import requires_extra
-from mimir_core.item_log import ItemLog
-from mimir_core.responses_run import ResponsesRun
-from mimir_core.wire_formats import as_dict
+from mimir_core.hosting import agent_run as run
+from mimir_core.hosting.item_log import ItemLog
+from mimir_core.hosting.responses_run import ResponsesRun
+from mimir_core.hosting.wire_formats import as_dict
 
 with requires_extra("mimir_integrations.openai_agents", "openai-agents"):
     from agents import FunctionTool, RunConfig
@@ -61,7 +61,7 @@ class MimirAgentsMemory:
     def __init__(
         self, mimir: Any = None, *, scope: str | None = None, budget_chars: int = 2000
     ) -> None:
-        self.memory = RunMemory(mimir, source=SOURCE, scope=scope, budget_chars=budget_chars)
+        self.memory = run.RunMemory(mimir, source=SOURCE, scope=scope, budget_chars=budget_chars)
         self.run = ResponsesRun(self.memory, failure_prefix=SDK_FAILURE)
 
     def run_config(self, base: RunConfig | None = None) -> RunConfig:
@@ -76,7 +76,7 @@ class MimirAgentsMemory:
 
     def _input_filter(self, inner: Any) -> Any:
         async def mimir_input(data: CallModelData[Any]) -> ModelInputData:
-            given = await maybe_await(inner(data)) if inner is not None else data.model_data
+            given = await run.maybe_await(inner(data)) if inner is not None else data.model_data
             items, instructions = await asyncio.to_thread(
                 self.run.model_input, given.input, given.instructions
             )
@@ -86,12 +86,12 @@ class MimirAgentsMemory:
 
     def _error_formatter(self, inner: Any) -> Any:
         async def mimir_error(args: ToolErrorFormatterArgs[Any]) -> str | None:
-            message = await maybe_await(inner(args)) if inner is not None else None
+            message = await run.maybe_await(inner(args)) if inner is not None else None
             if args.kind == "tool_exception" and args.error is not None:
                 ctx = args.run_context
                 turn = list(getattr(ctx, "turn_input", None) or [])
                 raw = getattr(ctx, "tool_arguments", "") or "{}"
-                await off_thread(
+                await run.off_thread(
                     self.run.tool_raised, turn, args.call_id, args.tool_name, raw, args.error
                 )
             return message
@@ -115,7 +115,7 @@ class MimirSession:
         self.log = ItemLog(owner.memory.mimir, (*NAMESPACE, session_id))
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
-        return list(await off_thread(self.log.items, limit, default=[]))
+        return list(await run.off_thread(self.log.items, limit, default=[]))
 
     def _add(self, items: list[Any]) -> None:
         history = self.log.append([as_dict(i) for i in items])
@@ -123,23 +123,23 @@ class MimirSession:
 
     async def add_items(self, items: list[Any]) -> None:
         if items:
-            await off_thread(self._add, items)
+            await run.off_thread(self._add, items)
 
     async def pop_item(self) -> Any:
-        return await off_thread(self.log.pop)
+        return await run.off_thread(self.log.pop)
 
     async def clear_session(self) -> None:
-        await off_thread(self.log.clear)
+        await run.off_thread(self.log.clear)
 
 
 def mimir_tools(mimir: Any = None, names: Sequence[str] | None = None) -> list[FunctionTool]:
     """Mimir's tools (all, or those ``names``) as Agents SDK ``FunctionTool`` s on one Mimir."""
-    memory = RunMemory(mimir, source=SOURCE)
+    memory = run.RunMemory(mimir, source=SOURCE)
 
     def invoker(name: str) -> Any:
         async def invoke(ctx: Any, raw: str) -> str:
             mimir = memory.mimir
-            return await asyncio.to_thread(tool_answer_json, mimir, name, raw, source=SOURCE)
+            return await asyncio.to_thread(run.tool_answer_json, mimir, name, raw, source=SOURCE)
 
         return invoke
 
@@ -151,7 +151,7 @@ def mimir_tools(mimir: Any = None, names: Sequence[str] | None = None) -> list[F
             on_invoke_tool=invoker(s["name"]),
             strict_json_schema=False,
         )
-        for s in tool_schemas(names)
+        for s in run.tool_schemas(names)
     ]
 
 

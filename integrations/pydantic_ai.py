@@ -2,8 +2,9 @@
 
 Verified with pydantic-ai 2.68; the seams (``get_instructions``, ``wrap_tool_execute``,
 ``after_run``, ``get_toolset``) are in docs/pydantic-ai.md. The work is the core's
-(:class:`~mimir_core.agent_run.RunMemory`); this module reads Pydantic AI's messages and wires
-the seams. Everything fails open. Runnable example (``pip install 'mimir-lessons[pydantic-ai]'``)::
+(:class:`~mimir_core.hosting.agent_run.RunMemory`); this module reads Pydantic AI's messages and
+wires the seams. Everything fails open. Runnable example (``pip install
+'mimir-lessons[pydantic-ai]'``)::
 
     import tempfile
 
@@ -29,10 +30,10 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from mimir_core import agent_run as run
 from mimir_core.extras import requires_extra
+from mimir_core.hosting import agent_run as run
 from mimir_core.observations.tool_call import with_note
-from mimir_core.tools import run_tool
+from mimir_core.tools.specs import run_tool
 
 with requires_extra("mimir_integrations.pydantic_ai", "pydantic-ai"):
     from pydantic_ai import FunctionToolset, RunContext, Tool, ToolFailed

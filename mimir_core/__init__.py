@@ -13,7 +13,7 @@ honest confidence::
 Public names: :class:`Mimir`, :class:`Experience`, :class:`Lesson`, :class:`Hit`,
 :class:`Recommendation`, :class:`MimirError`; backups: :func:`export_store`,
 :func:`import_store`, :func:`import_mimir_learn` and :class:`BackupError`. They load lazily so
-that light processes (hooks) can import submodules such as :mod:`mimir_core.redact` without
+that light processes (hooks) can import submodules such as :mod:`mimir_core.redact.core` without
 pulling in LanceDB or pydantic.
 """
 
@@ -45,16 +45,16 @@ _LAZY = {
     "Recommendation": "mimir_core.types",
     "MimirError": "mimir_core.errors",
     "BackupError": "mimir_core.errors",
-    "export_store": "mimir_core.backup",
-    "import_store": "mimir_core.backup",
-    "import_mimir_learn": "mimir_core.import_mimir_learn",
+    "export_store": "mimir_core.ops.backup",
+    "import_store": "mimir_core.ops.backup",
+    "import_mimir_learn": "mimir_core.ops.import_mimir_learn",
 }
 
 if TYPE_CHECKING:
-    from .backup import export_store, import_store
     from .errors import BackupError, MimirError
-    from .import_mimir_learn import import_mimir_learn
     from .memory import Mimir
+    from .ops.backup import export_store, import_store
+    from .ops.import_mimir_learn import import_mimir_learn
     from .types import Experience, Hit, Lesson, Recommendation
 
 

@@ -10,21 +10,29 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import lost as _lost
-from . import spool as _spool
-from .embed import CachedEmbedder, Embedder, make_embedder
+from .embed.core import CachedEmbedder, Embedder, make_embedder
 from .errors import InvalidInputError, MimirError, NotFoundError, StoreError, short
-from .filters import LIVE, Eq, Filter, In, Range, all_of
+from .ingest import lost as _lost
+from .ingest import spool as _spool
+from .ingest.validate import (
+    ALL_SCOPES,
+    MAX_K,
+    RECORD_FIELDS,
+    build_experience,
+    normalize_outcome,
+    normalize_time,
+    scope_key,
+)
 from .lessons import api as _lessons
-from .recall import DEFAULT_TUNING as RECALL_TUNING
-from .recall import RecallTuning
-from .recall import recall as _recall
-from .recommend import DEFAULT_TUNING as RECOMMEND_TUNING
-from .recommend import RecommendTuning
-from .recommend import recommend as _recommend
-from .scoring import KV_SCORING, Scoring
+from .search.recall import DEFAULT_TUNING as RECALL_TUNING
+from .search.recall import RecallTuning
+from .search.recall import recall as _recall
+from .search.recommend import DEFAULT_TUNING as RECOMMEND_TUNING
+from .search.recommend import RecommendTuning
+from .search.recommend import recommend as _recommend
+from .search.scoring import KV_SCORING, Scoring
 from .settings import MimirSettings, load_settings, valid_half_life
-from .store import (
+from .store.core import (
     AUDIT,
     EXPERIENCE_COLUMNS,
     EXPERIENCES,
@@ -35,6 +43,7 @@ from .store import (
     experience_row,
     row_experience,
 )
+from .store.filters import LIVE, Eq, Filter, In, Range, all_of
 from .text import dumps
 from .types import (
     OUTCOMES,
@@ -46,15 +55,6 @@ from .types import (
     LessonDetail,
     Recommendation,
     Stats,
-)
-from .validate import (
-    ALL_SCOPES,
-    MAX_K,
-    RECORD_FIELDS,
-    build_experience,
-    normalize_outcome,
-    normalize_time,
-    scope_key,
 )
 
 if TYPE_CHECKING:
@@ -455,7 +455,7 @@ class Mimir:
         store.delete(table, where)
         self._release_superseded([ident])
         store.purge(table)
-        from .capture.episodes import scrub_sessions
+        from .ingest.capture.episodes import scrub_sessions
 
         for e in forgotten:  # the hook's session state may still hold the steps it came from
             scrub_sessions(self.spool_dir, [e.action, e.reason or ""])
@@ -599,16 +599,16 @@ class Mimir:
 
         ``match="exact"``: the same action up to case, punctuation and spacing;
         ``"signature"``: any shell command with the same tools, subcommands and long flags
-        (:func:`~mimir_core.actions.command_signature`; prose is still compared exactly).
+        (:func:`~mimir_core.search.actions.command_signature`; prose is still compared exactly).
         With ``task``, only attempts on at least loosely related tasks count (task cosine >=
         ``min_similarity``; each hit's ``similarity``), so a command failing on an unrelated
         task elsewhere is not held against it. ``scope``: ``None`` is this instance's project
         (every project when it has none), ``"*"`` every project, any other string that project.
         Superseded experiences are left out. Raises :class:`InvalidInputError`.
         """
-        from .attempts import MATCHES, find_attempts
-        from .redact import sanitize
-        from .validate import MAX_ACTION
+        from .ingest.validate import MAX_ACTION
+        from .redact.core import sanitize
+        from .search.attempts import MATCHES, find_attempts
 
         _check_text("action", action)
         if task is not None:
@@ -670,8 +670,8 @@ class Mimir:
     def _tool_block(
         self, action: str, task: str | None, scope: str | None, budget: int, *, failed: bool
     ) -> str:
-        from .digest import render_block
         from .observations.from_store import tool_lines
+        from .tools.digest import render_block
 
         _check_text("action", action)
         if task is not None:
@@ -681,8 +681,8 @@ class Mimir:
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise InvalidInputError("budget_chars", f"must be a positive integer; got {budget!r}")
         self._drain_pending()
-        from .redact import sanitize
-        from .validate import MAX_ACTION
+        from .ingest.validate import MAX_ACTION
+        from .redact.core import sanitize
 
         stored = sanitize(action.strip(), limit=MAX_ACTION, extra_patterns=self.redact_patterns)
         lines = tool_lines(self, stored, task=task, scope=scope, failed=failed)
@@ -748,7 +748,7 @@ class Mimir:
         """
         from pydantic import ValidationError
 
-        from .capture import Capture
+        from .ingest.capture import Capture
         from .observations.attempt_digest import digest_dir
 
         directory = self.spool_dir
@@ -891,7 +891,7 @@ class Mimir:
         Returns how many experiences. Safe to rerun: each old table is kept as a backup table
         until the new one is complete.
         """
-        from .kv import reembed_rows
+        from .hosting.kv import reembed_rows
 
         with self._lock:
             store = self._store or self._open_store(check_embedder=False)

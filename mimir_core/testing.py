@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .tool_io import MAX_DATA_CHARS, MAX_TEXT_CHARS
-from .tools import TOOLS, get_tool, run_tool
+from .tools.io import MAX_DATA_CHARS, MAX_TEXT_CHARS
+from .tools.specs import TOOLS, get_tool, run_tool
 
 if TYPE_CHECKING:
     from .memory import Mimir

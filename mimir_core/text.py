@@ -209,7 +209,7 @@ def fts_groups(text: str) -> list[str]:
 
     Each identifier is a group (a path's every part), and the content words are one group.
     Recall keeps a row that the vector search did not bring only when it holds an identifier of
-    the query or every content word of it (:class:`~mimir_core.recall.RecallTuning`), so rows
+    the query or every content word of it (:class:`~mimir_core.search.recall.RecallTuning`), so rows
     sharing a few words are left to the vector search, which ranks them better; and the index
     is spared the long posting lists of common words, which were most of its cost.
     """

@@ -29,7 +29,7 @@ BIN = Path(sys.executable).parent
 @pytest.fixture(scope="session")
 def fast_embedder() -> object:
     """The real offline MiniLM embedder, loaded once per test session."""
-    from mimir_core.embed import CachedEmbedder, FastEmbedder
+    from mimir_core.embed.core import CachedEmbedder, FastEmbedder
 
     emb = FastEmbedder(_SANDBOX / "models")
     emb.embed(["warm up"])

@@ -1,8 +1,8 @@
 """Claude Code hook payloads → :class:`Event` (stdlib only).
 
 The payloads are those Claude Code 2.1.x sends on stdin, decoded by the shared
-:func:`mimir_core.capture.hook_payload.decode`. Claude Code's own judge: a ``PostToolUse`` is a
-success unless its ``tool_response`` says otherwise (a non-zero exit code, ``is_error``,
+:func:`mimir_core.ingest.capture.hook_payload.decode`. Claude Code's own judge: a ``PostToolUse``
+is a success unless its ``tool_response`` says otherwise (a non-zero exit code, ``is_error``,
 ``success: false``); a ``PostToolUseFailure`` carries the error text. A subagent's turn is part
 of the main agent's episode.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mimir_core.capture.events import Event
-from mimir_core.capture.hook_payload import decode, judge_response
+from mimir_core.ingest.capture.events import Event
+from mimir_core.ingest.capture.hook_payload import decode, judge_response
 
 HOST = "claude-code"
 _KIND = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mimir_core.capture.events import Event
+from mimir_core.ingest.capture.events import Event
 
 HOST = "cline"
 _KIND = {

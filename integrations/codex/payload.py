@@ -8,7 +8,7 @@ the failure signal is read where Codex wrote it just before the hook ran: the se
 transcript (``transcript_path``), whose ``item_completed`` line for the call (its id is the
 hook's ``tool_use_id``) carries ``exit_code`` and ``status``. An object ``tool_response`` (an
 MCP tool's result) is judged like Claude Code's. The rest is the shared
-:func:`mimir_core.capture.hook_payload.decode`.
+:func:`mimir_core.ingest.capture.hook_payload.decode`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from mimir_core.capture.events import Event
-from mimir_core.capture.hook_payload import decode, judge_response
+from mimir_core.ingest.capture.events import Event
+from mimir_core.ingest.capture.hook_payload import decode, judge_response
 
 HOST = "codex"
 _KIND = {

@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mimir_core.capture import HookMapping
-from mimir_core.capture.events import Event
+from mimir_core.ingest.capture import HookMapping
+from mimir_core.ingest.capture.events import Event
 
 MAPPING_FILE = Path(__file__).with_name("mapping.json")
 _loaded: list[HookMapping] = []

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ConfigDict
 
 from mimir_core.extras import requires_extra
-from mimir_core.turns import turn_records
+from mimir_core.hosting.turns import turn_records
 
 from .tools import SOURCE, open_mimir
 

@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from mimir_core.agent_run import RunMemory, last_user_text
 from mimir_core.extras import requires_extra
-from mimir_core.graph_steps import mark_tool_errors
+from mimir_core.hosting.agent_run import RunMemory, last_user_text
+from mimir_core.hosting.graph_steps import mark_tool_errors
 from mimir_core.observations.tool_call import with_note
 
 from .tools import SOURCE, get_tools
@@ -32,7 +32,7 @@ class MimirMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     * A tool call that fails is recorded as a failure right away (once per tool call id).
     * The repeat guard: a tool result says when that very call failed here before on this
       task, and what worked instead.
-    * After the run, its attempts (``mimir_core.turns.turn_records`` of the last turn: each
+    * After the run, its attempts (``mimir_core.hosting.turns.turn_records`` of the last turn: each
       failed call, and the calls that worked after the last failure) are recorded once.
     * ``tools=True`` also gives the agent Mimir's tools.
 

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import ConfigDict
 
 from mimir_core.extras import requires_extra
-from mimir_core.retrieval import KINDS, RetrievedDoc, retrieve
+from mimir_core.hosting.retrieval import KINDS, RetrievedDoc, retrieve
 
 from .tools import open_mimir
 

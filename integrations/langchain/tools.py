@@ -1,4 +1,4 @@
-"""Mimir's tools (:data:`mimir_core.tools.TOOLS`) as LangChain ``BaseTool`` s."""
+"""Mimir's tools (:data:`mimir_core.tools.specs.TOOLS`) as LangChain ``BaseTool`` s."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from mimir_core.agent_run import open_mimir as open_mimir  # the adapters' one opener
-from mimir_core.episodes import tool_key
 from mimir_core.errors import InvalidInputError, MimirError
 from mimir_core.extras import requires_extra
-from mimir_core.tools import TOOLS, call_tool, get_tool
+from mimir_core.hosting.agent_run import open_mimir as open_mimir  # the adapters' one opener
+from mimir_core.hosting.episodes import tool_key
+from mimir_core.tools.specs import TOOLS, call_tool, get_tool
 
 with requires_extra("mimir_integrations.langchain", "langchain"):
     from langchain_core.callbacks import CallbackManagerForToolRun

@@ -9,10 +9,10 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from mimir_core.episodes import Episodes
 from mimir_core.errors import MimirError
 from mimir_core.extras import requires_extra
-from mimir_core.graph_steps import (
+from mimir_core.hosting.episodes import Episodes
+from mimir_core.hosting.graph_steps import (
     SaverLineage,
     mark_tool_errors,
     state_after,
@@ -21,7 +21,7 @@ from mimir_core.graph_steps import (
     step_ref,
 )
 from mimir_core.observations.tool_call import note_after_failure, note_before, with_note
-from mimir_core.tools import call_tool
+from mimir_core.tools.specs import call_tool
 
 from .store import open_mimir
 
@@ -45,7 +45,7 @@ def openai_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
 def describe_state(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     """What a state says was tried: its ``task``/``action``/``outcome`` keys (+ ``reason``,
     ``score``) as one record, or else the attempts of the last turn of its ``messages``
-    (:func:`mimir_core.graph_steps.state_records`); empty when there is nothing to record.
+    (:func:`mimir_core.hosting.graph_steps.state_records`); empty when there is nothing to record.
     """
     return state_records(state, openai_messages, "langgraph")
 

@@ -1,4 +1,5 @@
-"""``MimirStore``: a LangGraph ``BaseStore`` on the Mimir LanceDB store (:mod:`mimir_core.kv`)."""
+"""``MimirStore``: a LangGraph ``BaseStore`` on the Mimir LanceDB store
+(:mod:`mimir_core.hosting.kv`)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from mimir_core.agent_run import open_mimir as open_mimir  # the adapters' one opener
 from mimir_core.errors import InvalidInputError
 from mimir_core.extras import requires_extra
-from mimir_core.kv import KVItem, KVPut, KVStore, document_text
+from mimir_core.hosting.agent_run import open_mimir as open_mimir  # the adapters' one opener
+from mimir_core.hosting.kv import KVItem, KVPut, KVStore, document_text
 
 with requires_extra("mimir_integrations.langgraph", "langgraph"):
     from langgraph.store.base import (

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from mimir_core import insights
 from mimir_core.errors import InvalidInputError, MimirError, NotFoundError
 from mimir_core.extras import requires_extra
+from mimir_core.ops import insights
 
 from . import charts
 

@@ -98,8 +98,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
     import socket
     import webbrowser
 
-    from mimir_core.background import Maintainer
     from mimir_core.errors import InvalidInputError
+    from mimir_core.hosting.background import Maintainer
 
     from ..cli import open_mimir
     from .app import LOOPBACK_HOSTS, create_app

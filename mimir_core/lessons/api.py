@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..memory import Mimir
-    from ..store import Store
+    from ..store.core import Store
     from ..types import AuditEvent, ConsolidationReport, Lesson, LessonDetail
     from .judge import Judge
 
@@ -123,8 +123,8 @@ def list_lessons(m: Mimir, *, status: str | None, scope: str | None, limit: int)
     """:meth:`Mimir.list_lessons`: newest first; ``untrusted`` is not a stored status, so it is
     answered from the trust view rather than the table."""
     from ..errors import InvalidInputError
-    from ..filters import Eq, all_of
-    from ..validate import ALL_SCOPES, scope_key
+    from ..ingest.validate import ALL_SCOPES, scope_key
+    from ..store.filters import Eq, all_of
     from .lifecycle import STATUSES, load_many
 
     _limit(limit)
@@ -159,8 +159,8 @@ def audit_log(store: Store, subject_id: str | None, *, limit: int) -> list[Audit
     import json
     from datetime import datetime, timezone
 
-    from ..filters import Eq
-    from ..store import AUDIT
+    from ..store.core import AUDIT
+    from ..store.filters import Eq
     from ..types import AuditEvent
 
     _limit(limit)
@@ -236,9 +236,9 @@ def lesson_feedback(
     """:meth:`Mimir.lesson_feedback`: agents send these inputs, so each is type-checked here,
     and task and note are redacted before they are stored."""
     from ..errors import InvalidInputError, short
+    from ..ingest.validate import MAX_NOTE
     from ..observations.tally import source_key
-    from ..redact import sanitize
-    from ..validate import MAX_NOTE
+    from ..redact.core import sanitize
     from .evidence import note_feedback
     from .lifecycle import load_valid, save
     from .review import review

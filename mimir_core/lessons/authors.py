@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..spool import ensure_private_dir
+from ..ingest.spool import ensure_private_dir
 from .sign import sha256_hex
 
 AUTHOR_FILE = ("keys", "author.key")

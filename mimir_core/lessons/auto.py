@@ -60,8 +60,8 @@ def due(m: Mimir, *, now: float | None = None, new_failures: int = 0) -> bool:
     Checked at most once a minute per process, except when the failures this process recorded
     since the last check make up the shortfall it found.
     """
-    from ..filters import And, Eq, Range
-    from ..store import EXPERIENCES
+    from ..store.core import EXPERIENCES
+    from ..store.filters import And, Eq, Range
     from .consolidate import WATERMARK
 
     if not m.auto_consolidate:
@@ -91,7 +91,7 @@ def due(m: Mimir, *, now: float | None = None, new_failures: int = 0) -> bool:
 
 def child_config(m: Mimir) -> dict[str, Any] | None:
     """What a new process needs to open the same Mimir (``None``: it cannot be rebuilt)."""
-    from ..embed import FASTEMBED_FLOAT_NAME, FASTEMBED_NAME, HASH_NAME
+    from ..embed.core import FASTEMBED_FLOAT_NAME, FASTEMBED_NAME, HASH_NAME
 
     spec = m._embedder_spec
     if not isinstance(spec, str):

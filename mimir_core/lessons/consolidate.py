@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..actions import command_signature
-from ..filters import LIVE, And, Range
-from ..spool import ensure_private_dir, replace_file
-from ..store import EXPERIENCES, LESSONS, arrow_rows
+from ..ingest.spool import ensure_private_dir, replace_file
+from ..search.actions import command_signature
+from ..store.core import EXPERIENCES, LESSONS, arrow_rows
+from ..store.filters import LIVE, And, Range
 from ..types import ConsolidationReport, GateResult, Lesson
 from .evidence import (
     MAX_TOPIC_IDS,

@@ -5,10 +5,10 @@
   clears :data:`TOPIC_LINK` (the same average-linkage rule that formed the topic). A lesson
   without topic members (written by hand or by an old version) falls back to its trigger.
 * **Following** a lesson: for ``prefer``/``procedure`` doing its action; for ``avoid`` doing
-  anything else. "Its action" means what :func:`mimir_core.action_clusters.cluster_actions`
+  anything else. "Its action" means what :func:`mimir_core.search.action_clusters.cluster_actions`
   would pool (identical normalised text, or an action-embedding cosine of at least
   ``action_threshold``) *and*, for shell commands, the same **command signature**: the tools,
-  their subcommands and long flags (:func:`mimir_core.actions.command_signature`).
+  their subcommands and long flags (:func:`mimir_core.search.actions.command_signature`).
 * **Confidence** is the 5% lower bound of the Beta posterior of the lesson's claim (the action
   works, or fails for ``avoid``) from scored evidence only: the topic's experiences of its action
   and explicit feedback. Nothing else moves it.
@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from ..actions import command_signature, normalise_action
-from ..beta import jeffreys_lower_bound
-from ..filters import LIVE, Filter, In
 from ..observations.tally import evidence_source, independence_weights
-from ..recommend import DEFAULT_TUNING
-from ..store import EXPERIENCES, Store, arrow_rows, experience_fields
+from ..search.actions import command_signature, normalise_action
+from ..search.beta import jeffreys_lower_bound
+from ..search.recommend import DEFAULT_TUNING
+from ..store.core import EXPERIENCES, Store, arrow_rows, experience_fields
+from ..store.filters import LIVE, Filter, In
 from ..types import Lesson
 from .gate import Outcome
 
@@ -85,7 +85,7 @@ class Exp:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Exp:
         """The experience of a table row with its ``vector`` and ``action_vector``, from the
-        store's one row decoder (:func:`~mimir_core.store.experience_fields`)."""
+        store's one row decoder (:func:`~mimir_core.store.core.experience_fields`)."""
         import numpy as np
 
         f = experience_fields(row)
@@ -108,7 +108,7 @@ class Exp:
         )
 
     def as_row(self) -> dict[str, Any]:
-        """The mapping :func:`mimir_core.action_clusters.cluster_actions` clusters."""
+        """The mapping :func:`mimir_core.search.action_clusters.cluster_actions` clusters."""
         return {
             "id": self.id,
             "action": self.action,
@@ -201,7 +201,7 @@ def claim_evidence(
 
 @lru_cache(maxsize=8192)
 def lower_bound(successes: float, failures: float) -> float:
-    """:func:`~mimir_core.beta.jeffreys_lower_bound`, memoised (tallies repeat a lot)."""
+    """:func:`~mimir_core.search.beta.jeffreys_lower_bound`, memoised (tallies repeat a lot)."""
     return jeffreys_lower_bound(successes, failures)
 
 

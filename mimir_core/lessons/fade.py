@@ -31,8 +31,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..actions import command_signature
-from ..beta import jeffreys_lower_bound
+from ..search.actions import command_signature
+from ..search.beta import jeffreys_lower_bound
 from .evidence import Exp, claim_evidence, same_action
 from .mine import AVOID_MAX_RATE, PREFER_MIN_RATE, tally_kind
 

@@ -5,7 +5,7 @@ The statistical choice, in one place:
 * **Outcomes** are experience scores in [0, 1] (success 1, failure 0, partial by its score), so a
   group of experiences gives ``s = Σ score`` and ``f = Σ (1 - score)``.
 * **Each group's success rate** has a Beta(0.5 + s, 0.5 + f) posterior (the Jeffreys prior, as in
-  :mod:`mimir_core.recommend`). The **lift** is the difference of the posterior means of the
+  :mod:`mimir_core.search.recommend`). The **lift** is the difference of the posterior means of the
   group that followed the lesson and the group that did not. Its **noise band** is the
   one-sided 95% interval of the difference by MOVER (Newcombe's method of variance estimates
   recovery): ``sqrt((mean₁ - low₁)² + (high₀ - mean₀)²)``, from the exact 5% and 95% quantiles of
@@ -48,7 +48,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..beta import beta_ppf
+from ..search.beta import beta_ppf
 from ..types import GateResult
 
 EPSILON = 0.05

@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..actions import command_signature
-from ..digest import neutralise
+from ..search.actions import command_signature
+from ..tools.digest import neutralise
 from .mine import Draft, action_clusters, medoid
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..errors import SigningKeyError
-from ..filters import Eq, Not
-from ..store import LESSONS
+from ..store.core import LESSONS
+from ..store.filters import Eq, Not
 from .sign import coerce_key, key_file_problem, key_id, key_path, load_or_create_key, read_key
 from .storage import from_row
 

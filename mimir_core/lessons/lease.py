@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from ..filters import Eq, Like
-from ..store import META
+from ..store.core import META
+from ..store.filters import Eq, Like
 
 if TYPE_CHECKING:
     from ..memory import Mimir

@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..digest import write_digest
 from ..errors import InvalidInputError, MimirError, NotFoundError
-from ..filters import And, Eq, Filter, In, Like, Not
-from ..redact import sanitize
-from ..spool import ensure_private_dir
-from ..store import AUDIT, EXPERIENCES, LESSONS
+from ..ingest.spool import ensure_private_dir
+from ..ingest.validate import MAX_NOTE
+from ..ingest.validate import check_id as check_new_id
+from ..redact.core import sanitize
+from ..store.core import AUDIT, EXPERIENCES, LESSONS
+from ..store.filters import And, Eq, Filter, In, Like, Not
 from ..text import dumps
+from ..tools.digest import write_digest
 from ..types import Lesson
-from ..validate import MAX_NOTE
-from ..validate import check_id as check_new_id
 from .keys import key_problem
 from .keys import signing_key as signing_key  # re-exported: many callers import it from here
 from .sign import canonical

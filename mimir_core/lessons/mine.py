@@ -6,7 +6,7 @@
    this keeps 98% of same-topic pairs pure at 87% recall; single-threshold "leader" clustering
    cannot do both. Large stores are first cut into coarse blocks so the cost stays near-linear.
 2. **Actions.** Within a topic, equivalent phrasings of an action are pooled with
-   :func:`mimir_core.action_clusters.cluster_actions` (the recommender's own clustering).
+   :func:`mimir_core.search.action_clusters.cluster_actions` (the recommender's own clustering).
 3. **Candidates.** An action that failed at least three times (:data:`AVOID_MIN_FAILURES`) and
    worked at most a quarter of the time gives an ``avoid`` lesson; one that worked at least twice
    and at least three quarters of the time gives a ``prefer`` lesson. The rule is worded from
@@ -35,9 +35,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..action_clusters import ActionCluster, cluster_actions
-from ..actions import command_signature, destructive_reason, looks_like_command
 from ..observations.tally import LESSON_SOURCES, independent_sources
+from ..search.action_clusters import ActionCluster, cluster_actions
+from ..search.actions import command_signature, destructive_reason, looks_like_command
 from .evidence import SAME_ACTION, TOPIC_LINK, Exp, lower_bound
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..filters import In, Like
-from ..store import AUDIT, LESSONS, META
+from ..store.core import AUDIT, LESSONS, META
+from ..store.filters import In, Like
 from .keys import key_problem, signing_key
 from .lifecycle import ensure_bound, load_many, log_event
 from .storage import HEAD_PREFIX, heads, record_heads

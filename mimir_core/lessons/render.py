@@ -1,7 +1,7 @@
 """Plain-text renderings of lessons, lesson details and consolidation reports.
 
 :func:`render_lesson` is the one rendering of a lesson as text: the CLI, reports and the agent
-tools (:mod:`mimir_core.tools`, which fence it for a model) all call it.
+tools (:mod:`mimir_core.tools.specs`, which fence it for a model) all call it.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from ..fence import one_line
-from ..render import render_experience
+from ..tools.fence import one_line
+from ..tools.render import render_experience
 from ..types import ConsolidationReport, Lesson, LessonDetail
 
 _MARK = {"active": "✓", "candidate": "…", "quarantined": "⊘", "superseded": "↷", "retired": "✗"}
@@ -52,7 +52,7 @@ def render_lesson(lesson: Lesson, *, for_model: bool = False, width: int = 100) 
     ``for_model=True`` is what a tool reply fences for a model: what to do first (kind and
     rule), then when it applies (the trigger, so the model can judge whether it does), then
     id, status and evidence; no gate internals. Each stored text stays on one line
-    (:func:`~mimir_core.fence.one_line`), unwrapped: the fence holds whole lines.
+    (:func:`~mimir_core.tools.fence.one_line`), unwrapped: the fence holds whole lines.
     """
     if for_model:
         return (

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..spool import ensure_private_dir, replace_file
+from ..ingest.spool import ensure_private_dir, replace_file
 from ..types import Lesson
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def here(
 
 def judge(m: Mimir, lesson: Lesson) -> tuple[str, str]:
     """(verdict, detail) of the ε-gate on local evidence for one lesson."""
-    from ..actions import command_signature, normalise_action
+    from ..search.actions import command_signature, normalise_action
     from .consolidate import BALANCE
     from .evidence import outcomes, topic_of
     from .fade import broken
@@ -142,7 +142,7 @@ def judge(m: Mimir, lesson: Lesson) -> tuple[str, str]:
 def revalidate(m: Mimir, *, force: bool = False) -> dict[str, str]:
     """Judge every active lesson of another author not yet judged in its current version;
     returns lesson id → new verdict. Each changed verdict is audited (the author's news)."""
-    from ..filters import And, Eq, Like, Not
+    from ..store.filters import And, Eq, Like, Not
     from .lifecycle import author_key, load_many, log_event, refresh_digest
 
     me = author_key(m)

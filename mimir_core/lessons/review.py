@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..filters import Has
+from ..store.filters import Has
 from ..types import GateResult, Lesson
 from .evidence import Exp, apply_evidence, feedback_scores, load_exps, topic_of
 from .gate import breaker

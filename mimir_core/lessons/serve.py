@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..digest import MAX_ITEMS, render_block
 from ..errors import InvalidInputError, short
-from ..filters import LIVE, And, Eq, Filter, Or
-from ..scoring import Scoring, Terms, hybrid_score, relevant
-from ..store import EXPERIENCES, LESSONS
+from ..ingest.validate import ALL_SCOPES, scope_key
+from ..search.scoring import Scoring, Terms, hybrid_score, relevant
+from ..store.core import EXPERIENCES, LESSONS
+from ..store.filters import LIVE, And, Eq, Filter, Or
+from ..tools.digest import MAX_ITEMS, render_block
 from ..types import Lesson
-from ..validate import ALL_SCOPES, scope_key
 from . import trust
 from .lifecycle import verified
 from .revalidate import CONTRADICTED, here, verdicts
@@ -35,8 +35,8 @@ CANDIDATES = 50
 NEIGHBOURS = 40
 #: ...or this, when an identifier of the query appears in the lesson.
 IDENT_FLOOR = 0.25
-#: The one hybrid score (:mod:`mimir_core.scoring`) with lesson serving's floors: a lesson is a
-#: rule an agent may follow, so it needs more similarity than a recalled attempt.
+#: The one hybrid score (:mod:`mimir_core.search.scoring`) with lesson serving's floors: a lesson
+#: is a rule an agent may follow, so it needs more similarity than a recalled attempt.
 SCORING = Scoring(
     vector_floor=RELEVANCE_FLOOR,
     word_floor=RELEVANCE_FLOOR,
@@ -129,7 +129,7 @@ def _unsafe_advice(lesson: Lesson) -> bool:
     """A ``prefer`` or ``procedure`` lesson whose action or rule is a destructive or
     safety-disabling command that no person pinned: never served (evidence never makes such a
     command advice; a lesson written before that rule, or imported, is held back here too)."""
-    from ..actions import destructive_reason
+    from ..search.actions import destructive_reason
 
     if lesson.kind == "avoid" or lesson.pinned:
         return False
@@ -154,9 +154,9 @@ def context_block(
     """The fenced prompt block for ``query`` (``""`` when nothing relevant clears the bar):
     the relevant lessons, then the observations of past attempts on tasks like it
     (:mod:`mimir_core.observations`), then a recommendation that is not yet a lesson."""
-    from ..actions import destructive_reason, normalise_action
     from ..observations.from_store import context_lines
     from ..observations.policy import quoted
+    from ..search.actions import destructive_reason, normalise_action
 
     if isinstance(budget_chars, bool) or not isinstance(budget_chars, int) or budget_chars < 1:
         raise InvalidInputError(

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..spool import ensure_private_dir
+from ..ingest.spool import ensure_private_dir
 
 KEY_BYTES = 32
 KEY_FILE = ("keys", "signing.key")

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ..filters import Eq, Filter, In
-from ..store import LESSONS, META, Store
+from ..store.core import LESSONS, META, Store
+from ..store.filters import Eq, Filter, In
 from ..text import fts_text
 from ..types import Lesson
 from .sign import canonical, sha256_hex, sign, verify

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..filters import And, Eq
-from ..store import LESSONS
+from ..store.core import LESSONS
+from ..store.filters import And, Eq
 from ..types import Lesson
 from . import trust
 from .lifecycle import author_key, load_many, log_event, refresh_digest, signing_key, verified

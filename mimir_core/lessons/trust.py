@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MimirError
-from ..filters import Eq, Like
-from ..spool import ensure_private_dir, replace_file
-from ..store import META
+from ..ingest.spool import ensure_private_dir, replace_file
+from ..store.core import META
+from ..store.filters import Eq, Like
 from .authors import ADMIN_FILE, AuthorKey, key_id_of, load_or_create, public_of, unb64, verify
 from .sign import canonical
 

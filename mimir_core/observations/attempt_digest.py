@@ -26,11 +26,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..actions import normalise_action
-from ..digest import keywords, verify_written
+from ..ingest.spool import BATCH_PREFIX, PENDING, ensure_private_dir, replace_file
 from ..lessons.sign import canonical, sha256_hex, sign, verify
-from ..spool import BATCH_PREFIX, PENDING, ensure_private_dir, replace_file
+from ..search.actions import normalise_action
 from ..text import query_terms
+from ..tools.digest import keywords, verify_written
 from .tally import ActionTally, Tallies
 
 VERSION = 1
@@ -354,7 +354,7 @@ def update(
     digest when ``rebuild`` or when none verifies); returns how many were new to it.
     ``assign`` then gives the tasks without a topic theirs (it has the vectors: see
     :func:`mimir_core.observations.from_store.fold`)."""
-    from ..locking import FileLock
+    from ..store.locking import FileLock
 
     directory = digest_dir(spool_dir)
     ensure_private_dir(directory)

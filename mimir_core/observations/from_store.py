@@ -15,10 +15,10 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..filters import LIVE, And, Eq, Filter, In, Not
-from ..spool import replace_file
-from ..store import DOC, EXPERIENCES
-from ..validate import ALL_SCOPES
+from ..ingest.spool import replace_file
+from ..ingest.validate import ALL_SCOPES
+from ..store.core import DOC, EXPERIENCES
+from ..store.filters import LIVE, And, Eq, Filter, In, Not
 from . import attempt_digest as ad
 from .policy import Line, task_start_lines
 from .tally import Tallies
@@ -31,7 +31,7 @@ log = logging.getLogger("mimir.observations")
 
 #: Minimum task cosine for an experience to count as evidence on a task. With MiniLM, the
 #: probability that two tasks at this cosine are the same kind of task is ~0.85
-#: (:attr:`mimir_core.recommend.RecommendTuning.topic_logit`).
+#: (:attr:`mimir_core.search.recommend.RecommendTuning.topic_logit`).
 TOPIC_FLOOR = 0.5
 #: Nearest experiences looked at per search...
 CANDIDATES = 100
@@ -55,7 +55,7 @@ def context_lines(
     """The observations for ``query`` (see the module doc). ``scope``: ``None`` tallies this
     instance's project as "here" and the others apart, ``"*"`` every project as "here", any
     other string that project only. ``skip``: normalised actions a lesson already covers."""
-    from ..validate import scope_key
+    from ..ingest.validate import scope_key
 
     where = LIVE
     here_scope: str | None = m.scope
@@ -110,8 +110,8 @@ def tool_lines(
     it failed (``failed=True``; the failure is not stored yet), for an in-process host: this
     command's attempts in this project on tasks like ``task`` (every task without one), and
     what worked instead on them."""
-    from ..actions import normalise_action
-    from ..attempts import find_attempts
+    from ..search.actions import normalise_action
+    from ..search.attempts import find_attempts
     from .policy import after_failure_lines, before_tool_lines
 
     akey = normalise_action(action)
@@ -120,7 +120,7 @@ def tool_lines(
     by_scope = None
     here_scope = m.scope if scope is None else (None if scope == ALL_SCOPES else scope)
     if here_scope is not None:
-        from ..validate import scope_key
+        from ..ingest.validate import scope_key
 
         by_scope = Eq("scope", scope_key(here_scope, m.redact_patterns))
     where: Filter = LIVE if by_scope is None else And(LIVE, by_scope)

@@ -5,7 +5,7 @@ Each function reads the project's signed attempts digest and the spool's tail
 (:mod:`~mimir_core.observations.attempt_digest`), finds the past tasks like the current one by
 their keywords, and lets :mod:`~mimir_core.observations.policy` say what to show. They return
 :class:`~mimir_core.observations.policy.Line` objects for
-:func:`mimir_core.digest.render_block` to fence. A command with no history costs one read of
+:func:`mimir_core.tools.digest.render_block` to fence. A command with no history costs one read of
 the digest's small action index and of the spool's tail, and nothing else.
 """
 

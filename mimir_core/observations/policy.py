@@ -15,10 +15,10 @@ from the first repeat. Three moments use it:
 Rules that keep it honest: counts name their independent sources (sessions), and what is
 *suggested* (a "worked" line on its own) needs two of them, so one session cannot create
 advice by volume; a command that destroys data or switches off a safety net
-(:func:`mimir_core.actions.destructive_reason`) is never shown as what worked, only as a tagged
-fact of this project's own evidence from two sessions; other projects' evidence is labelled
+(:func:`mimir_core.search.actions.destructive_reason`) is never shown as what worked, only as a
+tagged fact of this project's own evidence from two sessions; other projects' evidence is labelled
 and needs two sessions too. Every line is one line of plain text: the caller fences it
-(:func:`mimir_core.digest.render_block`).
+(:func:`mimir_core.tools.digest.render_block`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import re
 from collections.abc import Collection
 from typing import NamedTuple
 
-from ..actions import destructive_reason
-from ..digest import OBSERVATIONS_HEADER as HEADER
+from ..search.actions import destructive_reason
+from ..tools.digest import OBSERVATIONS_HEADER as HEADER
 from .tally import FAIL, OK, ActionTally, Tallies
 
 #: Observation lines shown at task start, at most.

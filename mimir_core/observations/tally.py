@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ..actions import normalise_action
+from ..search.actions import normalise_action
 
 #: Distinct sources remembered per tally and outcome (beyond that only the count grows).
 SOURCE_CAP = 16

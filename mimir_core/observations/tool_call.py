@@ -7,8 +7,8 @@ adapters then do the same thing, which lives here: before the call, look the act
 (:meth:`Mimir.before_tool`); after it, if it failed and nothing was said yet, say whether it had
 failed here before and what worked instead (:meth:`Mimir.after_failure`); and hand the note back
 to be shown with the result. The action is named as the records name it
-(:func:`mimir_core.turns.action_text`). Memory never breaks a tool call: every error is logged
-and the note is empty.
+(:func:`mimir_core.hosting.turns.action_text`). Memory never breaks a tool call: every error is
+logged and the note is empty.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..capture.events import READ_ONLY_TOOLS, is_mimir_tool
+from ..ingest.capture.events import READ_ONLY_TOOLS, is_mimir_tool
 
 if TYPE_CHECKING:
     from ..memory import Mimir
@@ -26,7 +26,7 @@ log = logging.getLogger("mimir.observations")
 
 
 def _action(tool: str, args: object) -> str:
-    from ..turns import action_text
+    from ..hosting.turns import action_text
 
     return action_text(tool, args if isinstance(args, Mapping) else {"input": args})
 

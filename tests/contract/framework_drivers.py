@@ -13,7 +13,7 @@ import json
 import uuid
 from typing import Any
 
-from mimir_core.conversation import function_schemas
+from mimir_core.hosting.conversation import function_schemas
 
 FAIL_TEXT = "helm: release failed: ImagePullBackOff for billing"
 TASK = "deploy the billing service"

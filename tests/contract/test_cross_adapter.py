@@ -97,7 +97,7 @@ async def main():
 anyio.run(main)
 """,
     "spool": """
-from mimir_core.spool import append, spool_dir
+from mimir_core.ingest.spool import append, spool_dir
 append(spool_dir(home), {"task": task(M), "action": action(M), "outcome": "success",
                          "source": "hook", "idempotency_key": "hook:" + M})
 heavy = [m for m in ("lancedb", "pyarrow", "numpy", "pydantic") if m in sys.modules]

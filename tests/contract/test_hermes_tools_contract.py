@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from mimir_core.testing import assert_tool_contract
-from mimir_core.tools import AGENT_INSTRUCTIONS, TOOLS
+from mimir_core.tools.specs import AGENT_INSTRUCTIONS, TOOLS
 from mimir_integrations.hermes import MimirMemoryProvider
 
 

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from mimir_core import spool
+from mimir_core.ingest import spool
 
 BIN = Path(sys.executable).parent
 DATA = Path(__file__).resolve().parents[1] / "data"

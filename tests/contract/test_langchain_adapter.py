@@ -23,7 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from mimir_core import Mimir
 from mimir_core.errors import InvalidInputError, OptionalDependencyError
 from mimir_core.testing import assert_tool_contract, seed_lesson
-from mimir_core.tools import TOOLS, call_tool
+from mimir_core.tools.specs import TOOLS, call_tool
 from mimir_integrations.langchain import (
     MimirMiddleware,
     MimirRetriever,
@@ -222,7 +222,7 @@ def test_middleware_records_tool_failures_and_the_run_once(m: Mimir) -> None:
 def test_middleware_lessons_come_from_run_memory_and_refresh_after_a_record(m: Mimir) -> None:
     from langchain_core.messages import HumanMessage, ToolMessage
 
-    from mimir_core.agent_run import RunMemory
+    from mimir_core.hosting.agent_run import RunMemory
 
     mw = MimirMiddleware(m, cache_seconds=3600)
     assert isinstance(mw.memory, RunMemory) and mw.memory.cache_seconds == 3600

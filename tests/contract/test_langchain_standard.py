@@ -14,7 +14,7 @@ from langchain_tests.unit_tests import ToolsUnitTests
 
 from mimir_core import Mimir
 from mimir_core.testing import seed_lesson
-from mimir_core.tools import TOOLS
+from mimir_core.tools.specs import TOOLS
 from mimir_integrations.langchain import MimirRetriever, MimirTool
 
 # The suites mix sync and async tests; pytest-asyncio runs the async ones (strict mode).

@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from mimir_core.testing import assert_tool_contract, seed_lesson
-from mimir_core.tools import AGENT_INSTRUCTIONS, TOOLS
+from mimir_core.tools.specs import AGENT_INSTRUCTIONS, TOOLS
 from mimir_integrations.mcp_server import build_server
 
 MODES = ["auto", "legacy"]
@@ -132,7 +132,7 @@ def test_context_prompt_shows_what_failed_here_from_the_first_repeat(
 ) -> None:
     """The prompt a host reads at a task's start carries the observations, fenced, with no
     lesson admitted yet; a task with no history gets a plain sentence."""
-    from mimir_core.tool_serving import NOTHING_KNOWN
+    from mimir_core.tools.serving import NOTHING_KNOWN
 
     task = "deploy the billing service to staging"
     for tool, args in (

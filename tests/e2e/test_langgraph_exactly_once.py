@@ -25,7 +25,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, RetryPolicy, interrupt
 
 from mimir_core import Mimir
-from mimir_core.episodes import Episodes
+from mimir_core.hosting.episodes import Episodes
 from mimir_integrations.langgraph import MimirMemoryNode
 
 ROOT = Path(__file__).resolve().parents[2]

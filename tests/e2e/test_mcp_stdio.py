@@ -134,7 +134,8 @@ def test_two_servers_write_to_one_store_at_once(tmp_path: Path) -> None:
 
 
 def test_the_server_drains_the_spool_in_the_background(tmp_path: Path) -> None:
-    from mimir_core import Mimir, spool
+    from mimir_core import Mimir
+    from mimir_core.ingest import spool
 
     home = tmp_path / "home"
     m = Mimir(home, embedder="hash")

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mimir_core.capture import HookMapping
+from mimir_core.ingest.capture import HookMapping
 from mimir_integrations.claude_code.payload import from_claude_code
 from mimir_integrations.cline.payload import from_cline
 from tests.property.conftest import PROPS, json_texts, json_values, texts, values
@@ -92,8 +92,8 @@ raw_bytes = st.one_of(
 
 @pytest.fixture(scope="module")
 def hook_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from mimir_core.digest import write_digest
     from mimir_core.lessons.sign import load_or_create_key
+    from mimir_core.tools.digest import write_digest
 
     home = tmp_path_factory.mktemp("hooks") / "home"
     lesson = {
@@ -235,7 +235,7 @@ TOOL_FIELDS = [
 
 
 def tool_names() -> list[str]:
-    from mimir_core.tools import TOOLS
+    from mimir_core.tools.specs import TOOLS
 
     return [t.name for t in TOOLS if t.name != "consolidate"]
 

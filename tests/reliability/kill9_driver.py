@@ -28,7 +28,8 @@ from pathlib import Path
 import lancedb  # noqa: F401  (imported once here, so that a forked restart is cheap)
 import pyarrow  # noqa: F401
 
-from mimir_core import Mimir, spool
+from mimir_core import Mimir
+from mimir_core.ingest import spool
 
 ROLES = ("writer", "hook", "drainer", "consolidator")
 TASKS = (

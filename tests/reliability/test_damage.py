@@ -23,12 +23,12 @@ import numpy as np
 import pytest
 
 from mimir_core import Mimir
-from mimir_core import store as store_mod
-from mimir_core.backup import export_store
-from mimir_core.doctor import repair, run_checks
 from mimir_core.errors import MimirError, StoreError
-from mimir_core.integrity import read_meta
 from mimir_core.lessons.lifecycle import insert
+from mimir_core.ops.backup import export_store
+from mimir_core.ops.doctor import repair, run_checks
+from mimir_core.store import core as store_mod
+from mimir_core.store.integrity import read_meta
 from mimir_core.types import Lesson
 
 MIMIR = str(Path(sys.executable).parent / "mimir")

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from mimir_core import Mimir, spool
-from mimir_core import store as store_mod
-from mimir_core.doctor import repair, run_checks
+from mimir_core import Mimir
 from mimir_core.errors import SchemaVersionError, StoreError
-from mimir_core.integrity import read_meta
+from mimir_core.ingest import spool
+from mimir_core.ops.doctor import repair, run_checks
+from mimir_core.store import core as store_mod
+from mimir_core.store.integrity import read_meta
 
 MIMIR = str(Path(sys.executable).parent / "mimir")
 FAILURE = {

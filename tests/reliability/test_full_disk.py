@@ -2,8 +2,8 @@
 
 The home lives on a small tmpfs filled to the last byte. Hooks must exit 0 and print nothing
 (fail open), and each capture they could not write must leave a trace that needs no new space
-(:mod:`mimir_core.lost`), which ``mimir ingest`` and ``mimir doctor`` report once space is back.
-Mounting needs root (CI runs as root in a container); the tests skip where mount is refused.
+(:mod:`mimir_core.ingest.lost`), which ``mimir ingest`` and ``mimir doctor`` report once space is
+back. Mounting needs root (CI runs as root in a container); the tests skip where mount is refused.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from mimir_core import Mimir, lost, spool
+from mimir_core import Mimir
 from mimir_core.errors import MimirError, StoreError
+from mimir_core.ingest import lost, spool
 
 MIMIR = str(Path(sys.executable).parent / "mimir")
 
@@ -136,7 +137,7 @@ def test_captures_lost_on_a_full_disk_are_counted_and_reported(
     check = next(c for c in json.loads(doctor.stdout)["checks"] if c["check"] == "spool")
     assert not check["ok"] and f"{n} hook capture(s) were lost on" in check["detail"]
     m = Mimir(home, embedder="hash", auto_consolidate=False)
-    from mimir_core.doctor import repair, run_checks
+    from mimir_core.ops.doctor import repair, run_checks
 
     report = repair(m)
     assert any(f"cleared the notice: {n} hook capture(s)" in a for a in report["actions"])

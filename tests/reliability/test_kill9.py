@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from mimir_core import Mimir, spool
-from mimir_core.integrity import store_health
+from mimir_core import Mimir
+from mimir_core.ingest import spool
+from mimir_core.store.integrity import store_health
 
 DRIVER = Path(__file__).with_name("kill9_driver.py")
 KILLS = int(os.environ.get("MIMIR_KILL9_KILLS", "10"))

@@ -92,7 +92,7 @@ def test_doctor_reconciles_too(home: Path) -> None:
         timeout=120,
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
-    from mimir_core.doctor import run_checks
+    from mimir_core.ops.doctor import run_checks
 
     m = opened(home)
     try:

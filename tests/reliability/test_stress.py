@@ -41,11 +41,12 @@ import pytest
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
 
-from mimir_core import Mimir, spool
+from mimir_core import Mimir
+from mimir_core.ingest import spool
+from mimir_core.ingest.validate import id_for_key
 from mimir_core.lessons.sign import load_or_create_key
 from mimir_core.lessons.storage import from_row, select_rows
-from mimir_core.store import EXPERIENCES, TABLES
-from mimir_core.validate import id_for_key
+from mimir_core.store.core import EXPERIENCES, TABLES
 from tests.s3_server import moto_s3, moto_server
 
 N = int(os.environ.get("MIMIR_STRESS_N", "40"))

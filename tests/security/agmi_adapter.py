@@ -31,8 +31,8 @@ from typing import Any
 from agmi.adapters.base import MemoryAdapter, Record
 
 from mimir_core import Mimir
-from mimir_core.doctor import run_checks
 from mimir_core.lessons.lifecycle import insert
+from mimir_core.ops.doctor import run_checks
 from mimir_core.types import Lesson
 
 KEY = "agmi-test-signing-key-0123456789"

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mimir_core.embed import HashEmbedder
+from mimir_core.embed.core import HashEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "secrets_corpus.json").read_text())

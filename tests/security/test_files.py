@@ -18,7 +18,7 @@ import pytest
 
 from mimir_core import Mimir
 from mimir_core.lessons.lifecycle import insert
-from mimir_core.store import LESSONS
+from mimir_core.store.core import LESSONS
 from mimir_core.types import Lesson
 from tests.security.helpers import FAILED_CALL, run_hook_inprocess
 

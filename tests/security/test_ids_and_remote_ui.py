@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.backup import KINDS, _line, export_store, import_store
 from mimir_core.errors import ConfigError, InvalidInputError, MimirError
+from mimir_core.ingest.validate import build_experience, check_id
 from mimir_core.lessons.lifecycle import insert
-from mimir_core.store import EXPERIENCES, experience_row
+from mimir_core.ops.backup import KINDS, _line, export_store, import_store
+from mimir_core.store.core import EXPERIENCES, experience_row
 from mimir_core.types import Lesson
-from mimir_core.validate import build_experience, check_id
 
 BAD_IDS = ["..", ".", "a/b", "x?y=<script>", "../../lessons/les_a/forget", "a b", "", "%2e%2e"]
 GOOD_IDS = ["les_0123abcd", "3f2a9c", "call-9", "S1", "thread:1", "a.b", "user@host"]

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.beta import jeffreys_lower_bound
 from mimir_core.lessons.evidence import Exp
 from mimir_core.lessons.gate import Outcome, offline_gate
 from mimir_core.lessons.mine import mine
 from mimir_core.observations.tally import independence_weights, independent_sources
+from mimir_core.search.beta import jeffreys_lower_bound
 from tests.security.helpers import MCPSession
 
 TASK = "run the payments integration tests"
@@ -85,7 +85,7 @@ def _exp(i: int, action: str, score: float, origin: str | None) -> Exp:
     vec[0] = 1.0
     avec = np.zeros(8, dtype=np.float32)
     avec[hash(action) % 8] = 1.0
-    from mimir_core.actions import command_signature, normalise_action
+    from mimir_core.search.actions import command_signature, normalise_action
 
     return Exp(
         id=f"e{i:03d}",

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.digest import FENCE_CLOSE, FENCE_OPEN, NOTE, read_digest, render_context
 from mimir_core.lessons.judge import FENCE_CLOSE as J_CLOSE
 from mimir_core.lessons.judge import FENCE_OPEN as J_OPEN
 from mimir_core.lessons.judge import Completion, LLMJudge
 from mimir_core.lessons.lifecycle import insert
+from mimir_core.tools.digest import FENCE_CLOSE, FENCE_OPEN, NOTE, read_digest, render_context
 from mimir_core.types import Lesson
 from tests.security.helpers import MCPSession
 

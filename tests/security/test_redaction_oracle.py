@@ -26,7 +26,7 @@ from bench.redaction import (
     make_corpus,
     synthetic_texts,
 )
-from mimir_core.redact import sanitize
+from mimir_core.redact.core import sanitize
 
 ROOT = Path(__file__).resolve().parents[2]
 

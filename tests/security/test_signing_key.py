@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.doctor import run_checks
 from mimir_core.errors import SigningKeyError
 from mimir_core.lessons.lifecycle import insert
+from mimir_core.ops.doctor import run_checks
 from mimir_core.types import Lesson
 
 QUERY = "install the dashboard npm dependencies"

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.digest import read_digest
 from mimir_core.errors import SigningKeyError
 from mimir_core.lessons.lifecycle import Write, insert, write_batch
 from mimir_core.lessons.sign import canonical
-from mimir_core.store import LESSONS
+from mimir_core.store.core import LESSONS
+from mimir_core.tools.digest import read_digest
 from mimir_core.types import Lesson
 
 QUERY = "install the dashboard npm dependencies"
@@ -254,7 +254,7 @@ def test_legitimate_changes_and_a_reindex_keep_the_binding(m: Mimir, home: Path)
 
 
 def doctor_check(m: Mimir, name: str) -> dict[str, Any]:
-    from mimir_core.doctor import run_checks
+    from mimir_core.ops.doctor import run_checks
 
     return next(c for c in run_checks(m) if c["check"] == name)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mimir_core.actions import command_signature, looks_like_command
+from mimir_core.search.actions import command_signature, looks_like_command
 
 COMMANDS = [
     "pytest tests/integration",

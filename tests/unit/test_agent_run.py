@@ -1,4 +1,4 @@
-"""``mimir_core.agent_run``: the seams every in-process framework adapter shares."""
+"""``mimir_core.hosting.agent_run``: the seams every in-process framework adapter shares."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from mimir_core import Mimir
-from mimir_core.agent_run import RunMemory, call_message, tool_answer, tool_message
+from mimir_core.hosting.agent_run import RunMemory, call_message, tool_answer, tool_message
 
 NOTE = "<mimir-memory>\nfailed here before\n</mimir-memory>"
 

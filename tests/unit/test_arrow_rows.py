@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from mimir_core import Mimir
 from mimir_core.lessons.evidence import load_exps
-from mimir_core.store import EXPERIENCES, arrow_rows
+from mimir_core.store.core import EXPERIENCES, arrow_rows
 
 
 def test_vector_columns_become_float32_rows_of_one_matrix() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.attempts import action_where
 from mimir_core.errors import InvalidInputError
-from mimir_core.store import EXPERIENCES
+from mimir_core.search.attempts import action_where
+from mimir_core.store.core import EXPERIENCES
 
 TASK = "run the payments integration tests"
 

@@ -1,4 +1,4 @@
-"""Background upkeep for long-lived processes (``mimir_core.background.Maintainer``)."""
+"""Background upkeep for long-lived processes (``mimir_core.hosting.background.Maintainer``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from mimir_core import Mimir, spool
-from mimir_core.background import Maintainer
+from mimir_core import Mimir
+from mimir_core.hosting.background import Maintainer
+from mimir_core.ingest import spool
 
 
 def spooled(m: Mimir, key: str, outcome: str = "failure") -> None:

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.backup import export_store, import_store
 from mimir_core.errors import BackupError
-from mimir_core.import_mimir_learn import import_mimir_learn
-from mimir_core.kv import KVStore
+from mimir_core.hosting.kv import KVStore
 from mimir_core.lessons.lifecycle import insert
-from mimir_core.store import AUDIT, EXPERIENCES, KV, LESSONS
+from mimir_core.ops.backup import export_store, import_store
+from mimir_core.ops.import_mimir_learn import import_mimir_learn
+from mimir_core.store.core import AUDIT, EXPERIENCES, KV, LESSONS
 from mimir_core.types import Lesson
 
 KEY = "backup-test-signing-key-0123456789"
@@ -121,7 +121,7 @@ def rewrite(path: Path, edit: Any) -> None:
     """Edit the records of an export and fix up its counts and sha256 (a careful forger)."""
     import hashlib
 
-    from mimir_core.backup import KINDS, _line
+    from mimir_core.ops.backup import KINDS, _line
 
     lines = path.read_bytes().splitlines(keepends=True)
     records = edit([json.loads(x) for x in lines[1:-1]])
@@ -171,7 +171,7 @@ def test_round_trip_is_identical_and_keeps_lessons_verified(
         "les_active",
         "les_pinned",
     ]
-    from mimir_core.digest import digest_path
+    from mimir_core.tools.digest import digest_path
 
     digest = digest_path(dest.home).read_text(encoding="utf-8")  # what hooks inject
     assert "les_active" in digest and "les_stopped" not in digest
@@ -281,7 +281,7 @@ def test_lessons_signed_with_another_key_are_quarantined_unless_resigned(
     assert other.list_lessons(status="active") == []
     assert other.lessons("run the payments integration tests") == []
     assert "mimir-memory" not in other.context("run the payments integration tests")
-    from mimir_core.digest import digest_path
+    from mimir_core.tools.digest import digest_path
 
     digest = digest_path(other.home)
     assert not digest.exists() or "les_active" not in digest.read_text(encoding="utf-8")
@@ -342,7 +342,7 @@ def test_import_goes_through_the_redaction_chokepoint(path: Path, tmp_path: Path
 def test_export_to_a_stream_and_ingests_the_spool_first(tmp_path: Path) -> None:
     import io
 
-    from mimir_core import spool
+    from mimir_core.ingest import spool
 
     m = new_mimir(tmp_path / "h")
     m.record("a task", "an action", "success")
@@ -488,8 +488,8 @@ _IMPORTER = """
 import json, os, sys, time
 from pathlib import Path
 from mimir_core import Mimir
-from mimir_core.backup import import_store
-from mimir_core.import_mimir_learn import import_mimir_learn
+from mimir_core.ops.backup import import_store
+from mimir_core.ops.import_mimir_learn import import_mimir_learn
 home, kind, path, key, go = sys.argv[1:]
 m = Mimir(home, embedder="hash", signing_key=key, auto_consolidate=False)
 m.store  # opened before the start, so the imports overlap

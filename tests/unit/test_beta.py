@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from mimir_core.beta import beta_cdf, beta_ppf, jeffreys_lower_bound
+from mimir_core.search.beta import beta_cdf, beta_ppf, jeffreys_lower_bound
 
 
 def _numeric_cdf(x: float, a: float, b: float, n: int = 20_000) -> float:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from mimir_core import spool
-from mimir_core.capture import (
+from mimir_core.ingest import spool
+from mimir_core.ingest.capture import (
     Capture,
     Event,
     HookMapping,
@@ -17,7 +17,7 @@ from mimir_core.capture import (
     describe_action,
     is_noise,
 )
-from mimir_core.capture.episodes import remove_tree
+from mimir_core.ingest.capture.episodes import remove_tree
 from mimir_integrations.claude_code.payload import from_claude_code, judge_response
 from mimir_integrations.cline.payload import from_cline
 
@@ -298,7 +298,7 @@ def test_an_episode_is_task_attempts_and_how_it_ended(tmp_path: Path) -> None:
 def test_hooks_and_chat_turns_give_an_episode_the_same_shape(tmp_path: Path) -> None:
     """One episode model: the same attempts captured by hooks and read from chat messages make
     the same failure and the same success (action, steps, failed attempts, steps before)."""
-    from mimir_core.turns import turn_records
+    from mimir_core.hosting.turns import turn_records
 
     commands = ["make build", "pytest tests/integration", "alembic upgrade head"]
     commands += ["pytest tests/integration"] * 2 + [f"step {i}" for i in range(9)]
@@ -587,7 +587,7 @@ def test_private_dirs_survive_a_parent_removed_meanwhile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A twin hook may remove a session directory between the check and the mkdir of its child.
-    from mimir_core import spool
+    from mimir_core.ingest import spool
 
     real = Path.mkdir
     raced: list[Path] = []

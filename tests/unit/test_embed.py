@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.doctor import run_checks
-from mimir_core.embed import (
+from mimir_core.embed.core import (
     FASTEMBED_FLOAT_NAME,
     FASTEMBED_NAME,
     FastEmbedder,
@@ -22,9 +21,10 @@ from mimir_core.embed import (
     model_file,
     prepare_w8a8_dir,
 )
+from mimir_core.embed.onnx_fuse import fuse
+from mimir_core.embed.onnx_w8a8 import count_ops, w8a8
 from mimir_core.errors import ConfigError, EmbedderMismatchError, EmbedderUnavailableError
-from mimir_core.onnx_fuse import fuse
-from mimir_core.onnx_w8a8 import count_ops, w8a8
+from mimir_core.ops.doctor import run_checks
 
 
 def test_real_model_embeds_offline_and_connects_paraphrases(fast_embedder: FastEmbedder) -> None:
@@ -45,7 +45,7 @@ def test_model_loads_in_a_process_with_no_network(tmp_path: Path) -> None:
     env = dict(os.environ, HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9")
     env.pop("HF_HUB_OFFLINE", None)
     code = (
-        "import sys; from pathlib import Path; from mimir_core.embed import FastEmbedder;"
+        "import sys; from pathlib import Path; from mimir_core.embed.core import FastEmbedder;"
         "e = FastEmbedder(Path(sys.argv[1])); print(e.embed(['hello world']).shape)"
     )
     out = subprocess.run(
@@ -122,7 +122,7 @@ def _installed_model() -> bytes:
 
 
 def test_the_protobuf_codec_reproduces_the_model_byte_for_byte() -> None:
-    from mimir_core.onnx_w8a8 import _MODEL_GRAPH, _encode, _fields
+    from mimir_core.embed.onnx_w8a8 import _MODEL_GRAPH, _encode, _fields
 
     model = _installed_model()
     assert _encode(_fields(model)) == model

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mimir_core import Mimir
-from mimir_core.episodes import (
+from mimir_core.hosting.episodes import (
     Branch,
     CheckpointInfo,
     Episodes,

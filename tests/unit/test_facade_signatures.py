@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from mimir_core import spool
+from mimir_core.ingest import spool
 from mimir_core.memory import Mimir
 from mimir_core.settings import MimirSettings
 

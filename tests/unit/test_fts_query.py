@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mimir_core import Mimir
-from mimir_core.store import EXPERIENCES
+from mimir_core.store.core import EXPERIENCES
 from mimir_core.text import fts_groups
 
 

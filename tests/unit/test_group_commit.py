@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.group_commit import GroupCommit
-from mimir_core.store import EXPERIENCES
+from mimir_core.store.core import EXPERIENCES
+from mimir_core.store.group_commit import GroupCommit
 
 
 def test_threads_writing_at_once_share_commits_and_each_gets_its_own_rows(
@@ -121,7 +121,7 @@ def test_upkeep_runs_on_its_own_thread_not_the_writers(
         real(name)
 
     monkeypatch.setattr(store, "_compact_tail", watched)
-    from mimir_core.store import COMPACT_FRAGMENTS
+    from mimir_core.store.core import COMPACT_FRAGMENTS
 
     slowest = 0.0
     for i in range(COMPACT_FRAGMENTS + 4):
@@ -200,7 +200,7 @@ def test_single_writes_compact_among_themselves_and_leave_the_large_fragment_alo
 ) -> None:
     # Every 24 single writes used to rewrite the whole table (all fragments under 128k rows
     # were merged): at 10k rows, ~30 MB written and kept on disk for 5 minutes per 24 writes.
-    from mimir_core.store import COMPACT_FRAGMENTS
+    from mimir_core.store.core import COMPACT_FRAGMENTS
 
     m = hash_mimir
     m.record_many([{"task": f"bulk {i}", "action": "a", "outcome": "success"} for i in range(2000)])
@@ -220,8 +220,8 @@ def test_a_large_kv_table_gets_a_key_index_and_new_keys_are_appended(
     hash_mimir: Mimir, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # every put looks its ids up (to keep created_at): without an index that scans the table
-    from mimir_core import store as store_mod
-    from mimir_core.kv import KVPut, KVStore
+    from mimir_core.hosting.kv import KVPut, KVStore
+    from mimir_core.store import core as store_mod
 
     monkeypatch.setattr(store_mod, "INDEX_ROWS", 50)
     monkeypatch.setattr(store_mod, "UNINDEXED_ROWS", 10)
@@ -244,11 +244,11 @@ def test_a_large_kv_table_gets_a_key_index_and_new_keys_are_appended(
 def test_a_short_lived_process_finishes_its_upkeep_before_it_exits(home: Path) -> None:
     # upkeep runs on a daemon thread: without the exit hook, a process that writes and exits
     # (``mimir record``) would leave its fragments to pile up
-    from mimir_core.store import COMPACT_FRAGMENTS
+    from mimir_core.store.core import COMPACT_FRAGMENTS
 
     Mimir(home, embedder="hash").stats()
     writer = (
-        "import sys; from mimir_core import Mimir, upkeep\n"
+        "import sys; from mimir_core import Mimir\nfrom mimir_core.store import upkeep\n"
         "upkeep.GAP_SECONDS = 3.0  # the run the last writes ask for waits past the exit\n"
         "m = Mimir(sys.argv[1], embedder='hash')\n"
         "for i in range(int(sys.argv[2])): m.record(f'task {i}', 'act', 'success')\n"

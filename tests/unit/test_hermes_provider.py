@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.tools import TOOLS
+from mimir_core.tools.specs import TOOLS
 from mimir_integrations import hermes
 from mimir_integrations.hermes import MimirMemoryProvider
 
@@ -163,8 +163,8 @@ def test_session_end_before_the_last_sync_turn_stores_each_attempt_once(
 
 
 def test_records_survive_a_crash_before_they_were_stored(hermes_home: Path) -> None:
-    from mimir_core import spool
-    from mimir_core.turns import turn_records
+    from mimir_core.hosting.turns import turn_records
+    from mimir_core.ingest import spool
 
     # A previous Hermes process spooled a turn and died before storing it.
     spool_dir = spool.spool_dir(hermes_home / "mimir")

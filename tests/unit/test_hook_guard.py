@@ -117,7 +117,7 @@ def test_a_command_with_no_history_gets_no_answer_and_imports_nothing_heavy(home
         "from mimir_integrations.cli import main\n"
         "main(['hook', 'claude-code'])\n"
         "heavy = [m for m in ('lancedb', 'numpy', 'pyarrow', 'pydantic', 'mimir_core.memory',"
-        " 'mimir_core.store', 'mimir_core.observations.from_store') if m in sys.modules]\n"
+        " 'mimir_core.store.core', 'mimir_core.observations.from_store') if m in sys.modules]\n"
         "sys.stderr.write('HEAVY=' + json.dumps(heavy))\n"
     )
     out = subprocess.run(

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from mimir_core import spool
-from mimir_core.capture.episodes import Capture, session_key
+from mimir_core.ingest import spool
+from mimir_core.ingest.capture.episodes import Capture, session_key
 from mimir_integrations.setup_cmd import hook_launcher
 
 #: The command ``mimir setup`` installs (``python -I -S -c <bootstrap> hook``), as hosts run it:
@@ -85,8 +85,8 @@ def log_text(home: Path) -> str:
 
 
 def seed_digest(home: Path) -> None:
-    from mimir_core.digest import write_digest
     from mimir_core.lessons.sign import load_or_create_key
+    from mimir_core.tools.digest import write_digest
 
     lesson = {
         "id": "feedc0de12345678",
@@ -167,7 +167,7 @@ def test_a_short_spool_write_tears_no_line_and_later_records_survive(home: Path)
 _APPEND = """
 import sys
 from pathlib import Path
-from mimir_core import spool
+from mimir_core.ingest import spool
 path = Path(sys.argv[1])
 try:
     spool.append_json(path, {"step": "x" * 2000})
@@ -195,7 +195,7 @@ def test_a_short_step_log_write_is_taken_back(tmp_path: Path) -> None:
 _REWRITE = """
 import sys
 from pathlib import Path
-from mimir_core import spool
+from mimir_core.ingest import spool
 try:
     spool.rewrite(Path(sys.argv[1]), lambda line: b"drop" not in line)
 except OSError as exc:
@@ -289,7 +289,7 @@ def test_a_first_run_that_only_logs_creates_the_home_0700_under_umask_000(
 
 
 def test_the_digest_creates_its_home_0700_under_umask_000(tmp_path: Path) -> None:
-    from mimir_core.digest import write_digest
+    from mimir_core.tools.digest import write_digest
 
     home = tmp_path / "new" / "mimir-home"
     old = os.umask(0)
@@ -307,7 +307,7 @@ def test_the_digest_creates_its_home_0700_under_umask_000(tmp_path: Path) -> Non
 def test_matching_reads_a_bounded_head_and_tail_of_the_query(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from mimir_core import digest
+    from mimir_core.tools import digest
 
     entry = digest.digest_entry(
         {"id": "a1", "rule": RULE, "trigger": "payments integration tests migrations"}
@@ -332,8 +332,8 @@ def test_matching_reads_a_bounded_head_and_tail_of_the_query(
 
 
 def test_keywords_are_the_same_as_the_list_based_original() -> None:
-    from mimir_core.digest import keywords, stem
     from mimir_core.text import query_terms
+    from mimir_core.tools.digest import keywords, stem
 
     def original(text: str) -> list[str]:  # what keywords() did before it used sets
         idents, words = query_terms(text)

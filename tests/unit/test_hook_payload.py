@@ -1,4 +1,4 @@
-"""``mimir_core.capture.hook_payload``: one decoder for the Claude-Code-shaped payloads that
+"""``mimir_core.ingest.capture.hook_payload``: one decoder for the Claude-Code-shaped payloads that
 Claude Code and Codex CLI send, with each host's judge of a finished tool call."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mimir_core.capture.hook_payload import decode, judge_response
+from mimir_core.ingest.capture.hook_payload import decode, judge_response
 from mimir_integrations.claude_code.payload import from_claude_code
 from mimir_integrations.codex.payload import from_codex
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from mimir_core import spool
+from mimir_core.ingest import spool
 
 BIN = Path(sys.executable).parent
 MIMIR = str(BIN / "mimir")
@@ -51,8 +51,8 @@ def hook(
 
 
 def seed_digest(home: Path, scope: str = "") -> str:
-    from mimir_core.digest import write_digest
     from mimir_core.lessons.sign import load_or_create_key
+    from mimir_core.tools.digest import write_digest
 
     lesson = {
         "id": "feedc0de12345678",
@@ -190,7 +190,7 @@ sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))
 from mimir_integrations.cli import main
 main(["hook", "claude-code"])
 heavy = [m for m in ("lancedb", "numpy", "pyarrow", "pydantic", "fastembed", "onnxruntime",
-                     "mimir_core.memory", "mimir_core.store", "mimir_integrations.cli_core",
+                     "mimir_core.memory", "mimir_core.store.core", "mimir_integrations.cli_core",
                      "mimir_integrations.cli_capture") if m in sys.modules]
 sys.stderr.write("HEAVY=" + json.dumps(heavy))
 """
@@ -481,7 +481,7 @@ def test_hook_launcher_on_a_regular_site_packages_layout(tmp_path: Path) -> None
 def test_digest_verification_reads_the_file_as_written_and_refuses_edits(tmp_path: Path) -> None:
     """The hook verifies the digest's bytes as written; a re-formatted copy of the same signed
     content still verifies, and any edit to a lesson fails."""
-    from mimir_core.digest import digest_path, read_digest
+    from mimir_core.tools.digest import digest_path, read_digest
 
     seed_digest(tmp_path)
     path = digest_path(tmp_path)

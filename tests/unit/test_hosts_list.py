@@ -82,7 +82,7 @@ def test_the_hosts_list_is_data_only() -> None:
 
 
 def test_the_core_holds_no_host_payload_parsing() -> None:
-    capture = ROOT / "mimir_core" / "capture"
+    capture = ROOT / "mimir_core" / "ingest" / "capture"
     leaves = {h.module.rsplit(".", 1)[-1] for h in HOSTS}
     assert sorted(p.stem for p in capture.glob("*.py") if p.stem in leaves) == []
     for h in HOSTS:

@@ -55,7 +55,7 @@ def test_hook_path_imports_stay_stdlib_only() -> None:
     out = run(
         """
         import sys, json
-        import mimir_core, mimir_core.redact, mimir_core.text
+        import mimir_core, mimir_core.redact.core, mimir_core.text
         heavy = [m for m in ('lancedb', 'numpy', 'pyarrow', 'fastembed', 'pydantic', 'onnxruntime')
                  if m in sys.modules]
         print(json.dumps(heavy))

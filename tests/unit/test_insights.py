@@ -1,4 +1,4 @@
-"""mimir_core.insights on a real store: activity, families, injections, attribution, search."""
+"""mimir_core.ops.insights on a real store: activity, families, injections, attribution, search."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mimir_core import Mimir, insights
+from mimir_core import Mimir
 from mimir_core.errors import InvalidInputError, NotFoundError
 from mimir_core.lessons.lifecycle import insert
+from mimir_core.ops import insights
 from mimir_core.types import Lesson
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)

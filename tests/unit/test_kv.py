@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from mimir_core import Mimir
-from mimir_core import store as store_mod
 from mimir_core.errors import InvalidInputError
-from mimir_core.kv import KVPut, KVStore, document_text, matches_filter, validate_namespace
+from mimir_core.hosting.kv import KVPut, KVStore, document_text, matches_filter, validate_namespace
+from mimir_core.store import core as store_mod
 
 
 @pytest.fixture

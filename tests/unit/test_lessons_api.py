@@ -14,10 +14,16 @@ from typing import Any
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.digest import FENCE_CLOSE, FENCE_OPEN, digest_path, read_digest, render_context
 from mimir_core.errors import InvalidInputError, MimirError, NotFoundError
 from mimir_core.lessons.lifecycle import insert
-from mimir_core.store import LESSONS
+from mimir_core.store.core import LESSONS
+from mimir_core.tools.digest import (
+    FENCE_CLOSE,
+    FENCE_OPEN,
+    digest_path,
+    read_digest,
+    render_context,
+)
 from mimir_core.types import Lesson
 
 ALEMBIC = dict(
@@ -198,7 +204,7 @@ def test_digest_module_is_stdlib_only(hash_mimir: Mimir, home: Path) -> None:
     code = textwrap.dedent(
         f"""
         import sys, json
-        from mimir_core.digest import render_context
+        from mimir_core.tools.digest import render_context
         out = render_context({str(home)!r}, "run the payments integration tests")
         heavy = [m for m in ('lancedb', 'numpy', 'pyarrow', 'pydantic', 'fastembed')
                  if m in sys.modules]

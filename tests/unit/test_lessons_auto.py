@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.embed import HashEmbedder
+from mimir_core.embed.core import HashEmbedder
 from mimir_core.lessons.auto import due, log_path
 from mimir_core.settings import MimirSettings
 

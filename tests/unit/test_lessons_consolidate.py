@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.digest import read_digest, render_context
 from mimir_core.lessons.consolidate import TryLock, lock_path
 from mimir_core.lessons.gate import EPSILON
-from mimir_core.store import LESSONS, META
+from mimir_core.store.core import LESSONS, META
+from mimir_core.tools.digest import read_digest, render_context
 from mimir_integrations.demo import EXPERIENCES as DEMO
 
 T0 = datetime(2026, 6, 1, 9, 0, tzinfo=timezone.utc)

@@ -9,7 +9,7 @@ import pytest
 
 from bench.lessons import quality
 from bench.quality import load
-from mimir_core.digest import render_context
+from mimir_core.tools.digest import render_context
 
 pytestmark = pytest.mark.slow
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mimir_core.action_clusters import ActionCluster
 from mimir_core.lessons.evidence import Exp
 from mimir_core.lessons.mine import placements
+from mimir_core.search.action_clusters import ActionCluster
 
 _VEC = np.zeros(4, dtype=np.float32)
 

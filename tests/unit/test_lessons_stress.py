@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.actions import normalise_action
 from mimir_core.lessons.lifecycle import Write, write_batch
+from mimir_core.search.actions import normalise_action
 from mimir_core.types import Lesson
 
 COMPONENTS = [

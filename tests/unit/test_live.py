@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from mimir_core import spool
-from mimir_core.background import LiveMemory
-from mimir_core.capture.events import lesson_ids
-from mimir_core.digest import render_block
+from mimir_core.hosting.background import LiveMemory
+from mimir_core.ingest import spool
+from mimir_core.ingest.capture.events import lesson_ids
 from mimir_core.settings import MimirSettings
+from mimir_core.tools.digest import render_block
 
 
 def settings(home: Path, **kw: object) -> MimirSettings:
@@ -96,7 +96,7 @@ class SlowToOpen(LiveMemory):
 
 
 def test_the_digest_answers_while_the_store_is_still_opening(tmp_path: Path) -> None:
-    from mimir_core.digest import write_digest
+    from mimir_core.tools.digest import write_digest
 
     home = tmp_path / "home"
     key = b"k" * 32

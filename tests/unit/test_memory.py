@@ -219,7 +219,7 @@ def test_outcome_and_since_filters(hash_mimir: Mimir) -> None:
 
 
 def test_compaction_keeps_fragments_bounded(hash_mimir: Mimir) -> None:
-    from mimir_core.store import COMPACT_FRAGMENTS, EXPERIENCES
+    from mimir_core.store.core import COMPACT_FRAGMENTS, EXPERIENCES
 
     for i in range(COMPACT_FRAGMENTS * 2 + 5):
         hash_mimir.record(f"task {i}", f"action {i}", "success")

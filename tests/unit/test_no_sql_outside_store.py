@@ -1,5 +1,5 @@
 """No module outside the store builds SQL: callers use the typed filters of
-:mod:`mimir_core.filters`, compiled in one place (:mod:`mimir_core.store_filters`).
+:mod:`mimir_core.store.filters`, compiled in one place (:mod:`mimir_core.store.sql`).
 
 Read with ``ast``, so comments and docstrings may still talk about ``IS NULL``; every other string
 literal (f-string parts joined, a placeholder for each formatted value) is checked."""
@@ -13,7 +13,7 @@ from tests.conftest import ROOT
 
 PACKAGES = ("mimir_core", "integrations", "hermes_plugin")
 #: The store and the filter compiler are where SQL lives.
-ALLOWED = {"mimir_core/store.py", "mimir_core/store_filters.py"}
+ALLOWED = {"mimir_core/store/core.py", "mimir_core/store/sql.py"}
 HOLE = "\x00"  # stands for a formatted value in an f-string
 SQL = re.compile(
     r"\bIS (?:NOT )?NULL\b|\bNOT LIKE\b|\bLIKE ['\x00]|\bIN \(|\barray_has\(|\bstarts_with\("
@@ -86,8 +86,8 @@ def test_no_sql_strings_outside_the_store() -> None:
                 continue
             for line, text in sql_literals(path.read_text(encoding="utf-8")):
                 offenders.append(f"{rel}:{line}: {text!r}")
-    assert offenders == [], "build a typed filter (mimir_core.filters) instead:\n" + "\n".join(
-        offenders
+    assert offenders == [], (
+        "build a typed filter (mimir_core.store.filters) instead:\n" + "\n".join(offenders)
     )
 
 

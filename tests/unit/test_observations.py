@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from mimir_core import spool
-from mimir_core.actions import destructive_reason
+from mimir_core.ingest import spool
 from mimir_core.lessons.sign import load_or_create_key
 from mimir_core.observations import attempt_digest as ad
 from mimir_core.observations import guard
@@ -23,6 +22,7 @@ from mimir_core.observations.policy import (
     task_start_lines,
 )
 from mimir_core.observations.tally import Tallies, source_key
+from mimir_core.search.actions import destructive_reason
 
 TASK = "deploy the billing service to staging"
 BAD = "make deploy-staging"
@@ -434,7 +434,7 @@ def test_the_hooks_pool_a_paraphrase_through_its_topic(mimir: Any) -> None:
 
 
 def test_mcp_records_carry_the_servers_session(mimir: Any) -> None:
-    from mimir_core.tools import call_tool
+    from mimir_core.tools.specs import call_tool
 
     call_tool(mimir, "record_failure", {"task": TASK, "action": BAD, "reason": "x"}, session="k")
     [exp] = mimir.recent(1)

@@ -1,6 +1,6 @@
 """One row decoder and one lesson renderer (issue 29).
 
-A stored experience row is decoded in one place (:func:`mimir_core.store.experience_fields`):
+A stored experience row is decoded in one place (:func:`mimir_core.store.core.experience_fields`):
 the full :class:`~mimir_core.types.Experience` and consolidation's lighter
 :class:`~mimir_core.lessons.evidence.Exp` must read the same values from the same row. A lesson
 is rendered as text by one function (:func:`mimir_core.lessons.render.render_lesson`), for a
@@ -20,8 +20,8 @@ import pytest
 from mimir_core.lessons.evidence import EXP_COLUMNS, Exp
 from mimir_core.lessons.render import render_lesson
 from mimir_core.observations.tally import evidence_source
-from mimir_core.store import EXPERIENCE_COLUMNS, EXPERIENCES, arrow_rows, row_experience
-from mimir_core.tools import call_tool
+from mimir_core.store.core import EXPERIENCE_COLUMNS, EXPERIENCES, arrow_rows, row_experience
+from mimir_core.tools.specs import call_tool
 from mimir_core.types import Experience, GateResult, Lesson
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from mimir_core import Mimir
-from mimir_core import store as store_mod
 from mimir_core.errors import EmbedderUnavailableError
-from mimir_core.recall import recall
-from mimir_core.store import DOC, EXPERIENCE_COLUMNS, EXPERIENCES
+from mimir_core.search.recall import recall
+from mimir_core.store import core as store_mod
+from mimir_core.store.core import DOC, EXPERIENCE_COLUMNS, EXPERIENCES
 
 TASKS = [
     ("Fix the flaky login test in auth/session.py", "pin the clock in the fixture"),

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.beta import jeffreys_lower_bound
+from mimir_core.search.beta import jeffreys_lower_bound
 
 T0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
 
@@ -183,7 +183,7 @@ def test_decay_lets_recent_evidence_win(home: Path, fast_embedder: object) -> No
 def test_cluster_actions_never_pools_different_command_signatures() -> None:
     import numpy as np
 
-    from mimir_core.action_clusters import cluster_actions
+    from mimir_core.search.action_clusters import cluster_actions
 
     a, b = np.eye(2, dtype=np.float32)  # within a group cosine 1.0, across groups 0.0
     actions = [
@@ -265,7 +265,7 @@ def _naive_find(clusters: list[Any], key: str, sig: str | None, vec: Any, thresh
 def test_the_cluster_index_finds_what_one_cosine_per_cluster_finds(seed: int) -> None:
     import numpy as np
 
-    from mimir_core.action_clusters import ActionCluster, ClusterIndex
+    from mimir_core.search.action_clusters import ActionCluster, ClusterIndex
 
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((6, 16)).astype(np.float32)

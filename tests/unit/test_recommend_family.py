@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.family import family_probabilities, topic_probability
-from mimir_core.recommend import DEFAULT_TUNING
+from mimir_core.search.family import family_probabilities, topic_probability
+from mimir_core.search.recommend import DEFAULT_TUNING
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 TASK = "run the orders integration tests"

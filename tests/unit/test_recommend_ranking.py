@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mimir_core import recommend as rec
+from mimir_core.search import recommend as rec
 
 
 class FakeCluster:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.beta import jeffreys_lower_bound
+from mimir_core.search.beta import jeffreys_lower_bound
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 FIX = "pip install -e ."
@@ -145,8 +145,8 @@ def test_the_estimate_does_not_inherit_how_the_topics_other_actions_did(
 def test_evidence_from_another_kind_of_task_counts_only_as_likely_as_it_is_the_same(
     home: Path, fast_embedder: object
 ) -> None:
-    from mimir_core.family import topic_probability
-    from mimir_core.recommend import DEFAULT_TUNING
+    from mimir_core.search.family import topic_probability
+    from mimir_core.search.recommend import DEFAULT_TUNING
 
     logit = DEFAULT_TUNING.topic_logit
     probs = [topic_probability(c, logit) for c in (0.3, 0.4, 0.45, 0.5, 0.6, 0.8)]
@@ -165,8 +165,8 @@ def test_many_outcomes_count_with_diminishing_returns() -> None:
     # 40 independent coin flips, so the point estimate stays short of certainty.
     import numpy as np
 
-    from mimir_core.action_clusters import ActionCluster
-    from mimir_core.recommend import RecommendTuning, expected_success
+    from mimir_core.search.action_clusters import ActionCluster
+    from mimir_core.search.recommend import RecommendTuning, expected_success
 
     rows = [{"score": 1.0, "created_at": float(i), "scope": "web-app"} for i in range(40)]
     cl = ActionCluster(

@@ -1,4 +1,4 @@
-"""Tests for :mod:`mimir_core.redact`: secrets, ``<private>`` spans, caps, JSON-like data."""
+"""Tests for :mod:`mimir_core.redact.core`: secrets, ``<private>`` spans, caps, JSON-like data."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mimir_core.redact import (
+from mimir_core.redact.core import (
     DEPTH_MARKER,
     KINDS,
     MAX_DEPTH,

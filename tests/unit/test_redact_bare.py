@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from mimir_core.redact import redact, sanitize
-from mimir_core.redact_bare import shannon
+from mimir_core.redact.bare import shannon
+from mimir_core.redact.core import redact, sanitize
 
 RNG = random.Random(30)
 ALNUM = string.ascii_letters + string.digits
@@ -239,7 +239,7 @@ def test_adversarial_64k_is_fast(name: str) -> None:
 
 
 def test_ids_named_as_ids_are_kept_in_text_and_in_data() -> None:
-    from mimir_core.redact import sanitize_obj
+    from mimir_core.redact.core import sanitize_obj
 
     ident = "3d44bea3707b42beb5fbb5e6d34941e0"
     for text in (
@@ -258,7 +258,7 @@ def test_ids_named_as_ids_are_kept_in_text_and_in_data() -> None:
 
 def test_record_ids_and_idempotency_keys_survive_sanitize_obj() -> None:
     """Hosts spool whole records through sanitize_obj: their keys must stay distinct."""
-    from mimir_core.redact import sanitize_obj
+    from mimir_core.redact.core import sanitize_obj
 
     record = {
         "task": "fix the tests",
@@ -273,8 +273,8 @@ def test_identifiers_may_be_uuid_hex_but_not_tokens() -> None:
     """A key-value store label or key is an identifier: a uuid4 hex names an item (LangGraph
     users make them so); a vendor token in one is still refused."""
     from mimir_core.errors import InvalidInputError
-    from mimir_core.kv import check_identifier
-    from mimir_core.redact import redact_identifier
+    from mimir_core.hosting.kv import check_identifier
+    from mimir_core.redact.core import redact_identifier
 
     label = "c1649ca163554498ba28ce03b640d844"
     assert redact_identifier(label) == label

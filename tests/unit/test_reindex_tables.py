@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.embed import HashEmbedder
+from mimir_core.embed.core import HashEmbedder
 from mimir_core.errors import EmbedderMismatchError
-from mimir_core.kv import KVPut, KVStore, indexed_texts
-from mimir_core.store import KV, TABLES
+from mimir_core.hosting.kv import KVPut, KVStore, indexed_texts
+from mimir_core.store.core import KV, TABLES
 
 
 class OtherEmbedder(HashEmbedder):

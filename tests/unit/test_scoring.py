@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mimir_core.scoring import Scoring, Terms, hybrid_score, relevant, text_scores
+from mimir_core.search.scoring import Scoring, Terms, hybrid_score, relevant, text_scores
 
 
 def test_identifiers_match_exactly_and_words_by_bm25_share() -> None:

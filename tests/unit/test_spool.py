@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from mimir_core import spool
+from mimir_core.ingest import spool
 
 
 def rec(i: int, **extra: Any) -> dict[str, Any]:
@@ -186,7 +186,8 @@ def test_compaction_is_retried_when_preempted_then_raises_a_store_error(
 _DRAINER = """
 import sys, time
 from pathlib import Path
-from mimir_core import Mimir, spool
+from mimir_core import Mimir
+from mimir_core.ingest import spool
 m = Mimir(sys.argv[1], embedder="hash")
 marker = Path(sys.argv[2])
 def ingest(items):

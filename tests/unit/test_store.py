@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from mimir_core import Mimir
-from mimir_core import store as store_mod
 from mimir_core.errors import SchemaVersionError, StoreError
+from mimir_core.store import core as store_mod
 
 
 def test_a_store_from_a_newer_schema_is_refused(home: Path) -> None:

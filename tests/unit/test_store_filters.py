@@ -10,7 +10,8 @@ import pytest
 
 from mimir_core import Mimir
 from mimir_core.errors import InvalidInputError, MimirError
-from mimir_core.filters import (
+from mimir_core.store.core import EXPERIENCES, null_columns
+from mimir_core.store.filters import (
     LIVE,
     And,
     Eq,
@@ -23,8 +24,7 @@ from mimir_core.filters import (
     StartsWith,
     all_of,
 )
-from mimir_core.store import EXPERIENCES, null_columns
-from mimir_core.store_filters import compile_where, to_sql
+from mimir_core.store.sql import compile_where, to_sql
 
 
 def test_strings_are_quoted_with_quotes_doubled() -> None:

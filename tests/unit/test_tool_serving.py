@@ -1,5 +1,5 @@
-"""What any tool server does with the core's tools (mimir_core.tool_serving), and the answer
-cache a server's early answers come from (mimir_core.answer_cache): protocol-free, so tested
+"""What any tool server does with the core's tools (mimir_core.tools.serving), and the answer
+cache a server's early answers come from (mimir_core.hosting.answer_cache): protocol-free, so tested
 without one."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from mimir_core import Mimir
-from mimir_core.answer_cache import AnswerCache, files_fingerprint
 from mimir_core.errors import ConfigError, InvalidInputError, NotFoundError, StoreError
-from mimir_core.tool_serving import (
+from mimir_core.hosting.answer_cache import AnswerCache, files_fingerprint
+from mimir_core.tools.serving import (
     NOTHING_KNOWN,
     READ_ONLY,
     ToolServer,

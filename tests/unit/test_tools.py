@@ -1,4 +1,5 @@
-"""The tool vocabulary (``mimir_core.tools``): specs, argument errors, handlers, output caps."""
+"""The tool vocabulary (``mimir_core.tools.specs``): specs, argument errors, handlers, output
+caps."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from mimir_core.testing import (
     check_tool_contract,
     direct_invoke,
 )
-from mimir_core.tool_io import MAX_DATA_CHARS, MAX_TEXT_CHARS, cap_data, cap_text, expectation
-from mimir_core.tools import (
+from mimir_core.tools.io import MAX_DATA_CHARS, MAX_TEXT_CHARS, cap_data, cap_text, expectation
+from mimir_core.tools.specs import (
     TOOLS,
     RecallOutput,
     call_tool,
@@ -75,7 +76,8 @@ def test_annotations_say_what_each_tool_does() -> None:
 
 
 def test_bounds_match_the_facade() -> None:
-    from mimir_core import memory, tools
+    from mimir_core import memory
+    from mimir_core.tools import specs as tools
 
     assert tools.MAX_K == memory.MAX_K
     assert tools.ALL_SCOPES == memory.ALL_SCOPES

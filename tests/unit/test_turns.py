@@ -1,4 +1,5 @@
-"""Experiences from OpenAI-format messages (``mimir_core.turns``): outcomes, episodes, keys."""
+"""Experiences from OpenAI-format messages (``mimir_core.hosting.turns``): outcomes, episodes,
+keys."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mimir_core.turns import (
+from mimir_core.hosting.turns import (
     action_text,
     classify_result,
     failure_digest,
@@ -317,7 +318,7 @@ def test_failure_digest_lists_what_failed_once() -> None:
 
 def test_turns_is_stdlib_only() -> None:
     code = (
-        "import sys, mimir_core.turns; "
+        "import sys, mimir_core.hosting.turns; "
         "print([m for m in ('pydantic', 'lancedb', 'numpy', 'pyarrow') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

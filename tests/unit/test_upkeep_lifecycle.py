@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from mimir_core import Mimir, upkeep
-from mimir_core.embed import HashEmbedder
-from mimir_core.store import COMPACT_FRAGMENTS, EXPERIENCES, Store
+from mimir_core import Mimir
+from mimir_core.embed.core import HashEmbedder
+from mimir_core.store import upkeep
+from mimir_core.store.core import COMPACT_FRAGMENTS, EXPERIENCES, Store
 
 
 class OtherEmbedder(HashEmbedder):

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 import pytest
 
 from mimir_core.errors import InvalidInputError, MimirError
-from mimir_core.validate import (
+from mimir_core.ingest.validate import (
     MAX_REASON,
     MAX_TASK,
     build_experience,

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from mimir_core import Mimir
-from mimir_core import store as store_mod
-from mimir_core.store import EXPERIENCES, TRAINED_KEY
+from mimir_core.store import core as store_mod
+from mimir_core.store.core import EXPERIENCES, TRAINED_KEY
 
 SERVICES = ["billing", "auth", "search", "ledger", "mailer", "gateway", "reports"]
 
@@ -191,7 +191,7 @@ def test_probes_grow_with_the_table() -> None:
 def test_the_searchable_text_is_made_from_the_document_as_the_column_holds_it(
     hash_mimir: Mimir,
 ) -> None:
-    from mimir_core.store import DOC, row_text
+    from mimir_core.store.core import DOC, row_text
     from mimir_core.text import fts_text
 
     hash_mimir.record(

@@ -1,4 +1,4 @@
-"""``mimir_core.wire_formats``, ``item_log`` and ``responses_run``: the framework-free work
+"""``mimir_core.hosting.wire_formats``, ``item_log`` and ``responses_run``: the framework-free work
 behind the OpenAI Agents SDK and Google ADK adapters, tested without either framework."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from types import SimpleNamespace as NS
 from typing import Any
 
 from mimir_core import Mimir
-from mimir_core.agent_run import Notes, RunMemory
-from mimir_core.item_log import ItemLog
-from mimir_core.responses_run import ResponsesRun
-from mimir_core.wire_formats import gemini_messages, responses_messages, result_outcome
+from mimir_core.hosting.agent_run import Notes, RunMemory
+from mimir_core.hosting.item_log import ItemLog
+from mimir_core.hosting.responses_run import ResponsesRun
+from mimir_core.hosting.wire_formats import gemini_messages, responses_messages, result_outcome
 
 HIDDEN = "An error occurred while running the tool"
 TURN: list[dict[str, Any]] = [
