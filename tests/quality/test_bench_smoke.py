@@ -19,8 +19,8 @@ perf and learning benchmarks drive them whenever that venv exists.
 Libraries, no entry, covered through their callers (:data:`LIBRARIES`): ``hosts_drivers`` and
 ``hosts_scenario`` (``bench.hosts``), ``learning_agents``, ``learning_env`` and
 ``learning_env_ops`` (``bench.learning``), ``live_tasks`` (``bench.live``), ``peer`` (mem0
-beside Mimir) and ``pin`` (``bench.perf``), ``synthetic`` (``bench.perf``, ``bench.soak``, ``bench.lessons``,
-``bench.run``) and ``versions`` (``bench.run``, ``bench.soak``).
+beside Mimir) and ``pin`` (``bench.perf``), ``synthetic`` (``bench.perf``, ``bench.soak``,
+``bench.lessons``, ``bench.run``) and ``versions`` (``bench.run``, ``bench.soak``).
 """
 
 from __future__ import annotations
