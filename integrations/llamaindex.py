@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from mimir_core.extras import requires_extra
+from mimir_core.hosting.agent_run import lessons_for
 from mimir_core.hosting.retrieval import KINDS, retrieve
 from mimir_core.hosting.turns import turn_records
 
@@ -134,16 +135,13 @@ class MimirMemoryBlock(BaseMemoryBlock[str]):
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         try:
             users = [m for m in messages or [] if str(getattr(m.role, "value", m.role)) == "user"]
-            query = (users[-1].content or "") if users else ""
-            if not query.strip():
-                return ""
-            context = await asyncio.to_thread(
-                self.mimir.context, query, budget_chars=self.budget_chars, scope=self.scope
-            )
-            return str(context)
+            query = str(users[-1].content or "") if users else ""
         except Exception as exc:  # memory must never stop the agent
             log.warning("mimir: lessons unavailable: %s", exc)
             return ""
+        return await asyncio.to_thread(
+            lessons_for, self.mimir, query, budget_chars=self.budget_chars, scope=self.scope
+        )
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         try:

@@ -11,6 +11,7 @@ from typing import Any
 
 from mimir_core.errors import MimirError
 from mimir_core.extras import requires_extra
+from mimir_core.hosting.agent_run import lessons_for
 from mimir_core.hosting.episodes import Episodes
 from mimir_core.hosting.graph_steps import (
     SaverLineage,
@@ -98,13 +99,7 @@ class MimirMemoryNode:
     def lessons(self, state: Mapping[str, Any]) -> str:
         """The lessons for the state's task, fenced as data ("" when none or on failure)."""
         query = state_query(state, openai_messages)
-        if not query:
-            return ""
-        try:
-            return str(self.mimir.context(query, budget_chars=self.budget_chars, scope=self.scope))
-        except Exception as exc:  # memory must never stop the agent
-            log.warning("mimir: lessons unavailable: %s", exc)
-            return ""
+        return lessons_for(self.mimir, query, budget_chars=self.budget_chars, scope=self.scope)
 
     def past_attempts(self, state: Mapping[str, Any]) -> str:
         """The ``experiences`` most relevant past attempts, as the recall tool renders them."""

@@ -127,6 +127,24 @@ def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     return turns[-1].user_text if turns else ""
 
 
+def _context(mimir: Any, query: str, budget_chars: int, scope: str | None) -> str | None:
+    """:meth:`Mimir.context` for ``query``, or ``None`` when memory cannot answer (logged)."""
+    try:
+        return str(mimir.context(query, budget_chars=budget_chars, scope=scope))
+    except Exception as exc:  # memory must never stop the agent
+        log.warning("mimir: lessons unavailable: %s", exc)
+        return None
+
+
+def lessons_for(mimir: Any, query: str, *, budget_chars: int, scope: str | None) -> str:
+    """The fenced lessons and evidence for ``query``, failing open: "" when the query is blank
+    or memory cannot answer. The one such call for every in-process host (:class:`RunMemory`
+    adds a per-request cache on top)."""
+    if not query.strip():
+        return ""
+    return _context(mimir, query, budget_chars, scope) or ""
+
+
 class RunMemory:
     """Mimir at an in-process framework's seams (see the module doc).
 
@@ -158,10 +176,8 @@ class RunMemory:
         hit = self._cache.get(query)
         if hit is not None and time.monotonic() - hit[0] < self.cache_seconds:
             return hit[1]
-        try:
-            text = str(self.mimir.context(query, budget_chars=self.budget_chars, scope=self.scope))
-        except Exception as exc:  # memory must never stop the agent
-            log.warning("mimir: lessons unavailable: %s", exc)
+        text = _context(self.mimir, query, self.budget_chars, self.scope)
+        if text is None:  # not cached: the next request tries again
             return ""
         self._cache[query] = (time.monotonic(), text)
         if len(self._cache) > MAX_CACHED:

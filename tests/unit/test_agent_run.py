@@ -6,7 +6,13 @@ import json
 from typing import Any
 
 from mimir_core import Mimir
-from mimir_core.hosting.agent_run import RunMemory, call_message, tool_answer, tool_message
+from mimir_core.hosting.agent_run import (
+    RunMemory,
+    call_message,
+    lessons_for,
+    tool_answer,
+    tool_message,
+)
 
 NOTE = "<mimir-memory>\nfailed here before\n</mimir-memory>"
 
@@ -70,6 +76,17 @@ def test_every_seam_fails_open() -> None:
     assert memory.before_tool("deploy", {"target": "prod"}, task="deploy") == ""
     assert memory.tool_failed(turn(failed), "deploy", {"target": "prod"}) == ""
     assert memory.record_run(turn(failed)) == 1  # read, then the write failed and was logged
+
+
+def test_lessons_for_fails_open_and_is_what_run_memory_serves(hash_mimir: Mimir) -> None:
+    assert lessons_for(Broken(), "deploy", budget_chars=500, scope=None) == ""
+    assert lessons_for(Broken(), "   ", budget_chars=500, scope=None) == ""
+    hash_mimir.record("deploy the api to staging", "make deploy-staging", "failure", reason="x")
+    hash_mimir.record("deploy the api to staging", "make deploy-staging", "failure", reason="x")
+    served = lessons_for(hash_mimir, "deploy the api to staging", budget_chars=2000, scope=None)
+    assert served and served == RunMemory(hash_mimir, source="fw").context(
+        "deploy the api to staging"
+    )
 
 
 def test_a_tool_answer_names_the_bad_argument(hash_mimir: Mimir) -> None:
