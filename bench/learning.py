@@ -364,7 +364,7 @@ def _calibration(pairs: list[Triple]) -> dict[str, Any]:
     definition), ``ece_vs_rate`` (the same against the hidden rate, free of the coin-flip noise
     of observed outcomes), overconfidence (the one-sided part: a lower bound may undershoot,
     never overshoot), coverage (share of picks whose hidden rate is at least the stated value;
-    a 5% lower bound promises >= 0.95) and ``bin_coverage`` (share of picks in bins whose
+    a 10% lower bound promises >= 0.90) and ``bin_coverage`` (share of picks in bins whose
     observed success is at least the stated value)."""
     if not pairs:
         return {
@@ -513,7 +513,7 @@ def _warm_figures(
         if repeat_cold
         else None,
         # recommend's calibrated point estimate (expected_success) and, separately, its honest
-        # 5% lower bound (confidence): coverage and overconfidence
+        # 10% lower bound (confidence): coverage and overconfidence
         "calibration": _calibration(means),
         "lower_bound": _calibration(pairs),
         "calibration_followed": _calibration(picks),
@@ -801,7 +801,7 @@ def table(res: dict[str, Any]) -> str:
         f"recommend expected_success calibration (n={cal['n']}): ECE {cal['ece']} "
         f"(vs hidden rate {cal['ece_vs_rate']}; a perfect forecast's ECE on these tasks: "
         f"{cal.get('ece_floor')} median, {cal.get('ece_floor_p90')} p90); "
-        f"confidence (5% lower bound): coverage "
+        f"confidence (10% lower bound): coverage "
         f"{low['coverage']}, bin coverage {low['bin_coverage']}, overconfidence "
         f"{low['overconfidence']}",
         f"lessons admitted {les['admitted']} ({les['by_kind']}), precision {les['precision']}, "

@@ -321,7 +321,7 @@ def learning_section(p: Page) -> str:
     cals = [("warm", ["figures", "calibration"])]
     if "calibration_mimir_learn" in f:
         cals.append(("mimir_learn", ["figures", "calibration_mimir_learn"]))
-    stated = "recommend's expected success" if point else "stated confidence (5% lower bound)"
+    stated = "recommend's expected success" if point else "stated confidence (10% lower bound)"
     body = [_axes(1.0, 1.0, stated, "observed success")]
     body.append(
         f'<line x1="{_x(0, 1)}" y1="{_y(0, 1)}" x2="{_x(1, 1)}" y2="{_y(1, 1)}" '
@@ -364,7 +364,7 @@ def learning_section(p: Page) -> str:
     out.append(
         "<table id='calibration'><thead><tr><th>arm</th><th>n</th><th>ECE</th>"
         "<th>ECE vs hidden rate</th><th>a perfect forecast's ECE here (median)</th>"
-        "<th>5% lower bound: coverage (promise &ge; 0.95)</th>"
+        "<th>10% lower bound: coverage (promise &ge; 0.90)</th>"
         "<th>lower bound: overconfidence</th></tr></thead><tbody>"
         + "".join(cal_rows)
         + "</tbody></table>"

@@ -71,9 +71,10 @@ class Alternative(BaseModel):
 class Recommendation(BaseModel):
     """The best-supported action for a task, with an honest confidence.
 
-    ``confidence`` is the 5% lower bound of the Beta(0.5 + successes, 0.5 + failures) posterior
-    over on-topic evidence: the success rate we are 95% sure the action beats (an honest floor,
-    below the observed success rate by design). ``expected_success`` is the calibrated point
+    ``confidence`` is the 10% lower bound of the Beta(0.5 + successes, 0.5 + failures) posterior
+    over on-topic evidence (each record counted by how likely it is the same kind of task): the
+    success rate we are 90% sure the action beats (an honest floor, below the observed success
+    rate by design). ``expected_success`` is the calibrated point
     estimate, what to expect on average: the posterior mean over this project's on-topic
     evidence (other projects' evidence counts as a small prior; older outcomes of the action
     fade as newer ones arrive).

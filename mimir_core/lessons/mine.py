@@ -342,7 +342,8 @@ def action_clusters(topic: Sequence[Exp]) -> list[ActionCluster]:
         buckets.setdefault(e.sig, []).append(e.as_row())
     out: list[ActionCluster] = []
     for rows in buckets.values():
-        out.extend(cluster_actions(rows, [1.0] * len(rows), SAME_ACTION))
+        # First-phrasing linkage: single linkage chains phrasings, and a lesson names one action.
+        out.extend(cluster_actions(rows, [1.0] * len(rows), SAME_ACTION, single_linkage=False))
     out.sort(key=lambda c: (c.rows[0]["created_at"], c.rows[0]["id"]))
     return out
 

@@ -47,7 +47,7 @@ SCORING = Scoring(
 #: Lessons below this confidence are not served unless asked for.
 DEFAULT_MIN_CONFIDENCE = 0.2
 OTHER_SCOPE_FACTOR = 0.85
-#: A recommendation joins the prompt block only above this confidence (5% lower bound).
+#: A recommendation joins the prompt block only above this confidence (its 10% lower bound).
 RECOMMEND_FLOOR = 0.5
 #: ...and when its successes come from at least this many independent sessions (forged
 #: records from one session must never become advice).

@@ -105,24 +105,36 @@ class ActionCluster:
 
 
 def cluster_actions(
-    rows: list[dict[str, Any]], weights: list[float], threshold: float
+    rows: list[dict[str, Any]],
+    weights: list[float],
+    threshold: float,
+    *,
+    single_linkage: bool = True,
 ) -> list[ActionCluster]:
-    """Greedy clustering of actions by identical normalised text or embedding cosine.
+    """Greedy clustering of actions by identical normalised text or embedding cosine to any
+    phrasing already in a cluster (single linkage: a cluster is not pinned to its first
+    phrasing's wording).
 
     A shell command never joins a cluster holding a command of another signature (prose, which
     has none, pools by embedding alone: "ran the migrations first" may describe a command).
+    ``single_linkage=False`` compares an action with each cluster's first phrasing only
+    (stricter, no chaining: what lesson mining wants, as a lesson names one exact action).
     """
-    return cluster_index(rows, weights, threshold).clusters
+    return cluster_index(rows, weights, threshold, single_linkage=single_linkage).clusters
 
 
 def cluster_index(
-    rows: list[dict[str, Any]], weights: list[float], threshold: float
+    rows: list[dict[str, Any]],
+    weights: list[float],
+    threshold: float,
+    *,
+    single_linkage: bool = True,
 ) -> ClusterIndex:
     """:func:`cluster_actions`, as the index that found the clusters (to look more actions up
     in them)."""
     import numpy as np
 
-    index = ClusterIndex(threshold)
+    index = ClusterIndex(threshold, single_linkage=single_linkage)
     for row, w in sorted(zip(rows, weights, strict=True), key=lambda rw: rw[0]["created_at"]):
         vec = np.asarray(row["action_vector"], dtype=np.float32)
         key = normalise_action(row["action"])
@@ -130,57 +142,81 @@ def cluster_index(
         home = index.find(key, sig, vec)
         if home is None:
             home = index.add(ActionCluster(vector=vec, key=key, sig=sig))
-        elif home.sig is None:
-            home.sig = sig
+        else:
+            index.join(home, key, vec)
+            if home.sig is None:
+                home.sig = sig
         home.rows.append(row)
         home.weights.append(w)
     return index
 
 
 class ClusterIndex:
-    """Action clusters with their vectors stacked, so that finding an action's cluster is one
-    matrix product rather than a numpy call per cluster (~200 lookups per ``recommend``)."""
+    """Action clusters with their phrasings' vectors stacked, so that finding an action's
+    cluster is one matrix product rather than a numpy call per cluster (~200 lookups per
+    ``recommend``). An action belongs to the cluster of its closest indexed phrasing."""
 
-    def __init__(self, threshold: float) -> None:
+    def __init__(self, threshold: float, *, single_linkage: bool = True) -> None:
         self.threshold = threshold
+        self.single_linkage = single_linkage
         self.clusters: list[ActionCluster] = []
         self._by_key: dict[str, ActionCluster] = {}
         self._vectors: npt.NDArray[np.float32] | None = None
+        self._owner: list[int] = []
+        """The cluster (position in :attr:`clusters`) of each indexed phrasing's vector."""
+        self._position: dict[int, int] = {}
 
     def add(self, cluster: ActionCluster) -> ActionCluster:
         """Index ``cluster`` (by its key and vector); returns it."""
+        self.clusters.append(cluster)
+        self._by_key.setdefault(cluster.key, cluster)
+        self._push(len(self.clusters) - 1, cluster.vector)
+        return cluster
+
+    def join(self, cluster: ActionCluster, key: str, vec: npt.NDArray[np.float32]) -> None:
+        """Index one more phrasing of ``cluster`` (an action that joined it), so that later
+        actions close to *any* of its phrasings find it (single linkage), not only those close
+        to its first one: "terraform force-unlock 51d0…" and "ran terraform force-unlock with
+        the lock ID" sit at cosine 0.66, each at 0.7 or more to a third phrasing of the fix.
+        A phrasing already indexed (the same normalised text) adds nothing, and nothing is
+        added without :attr:`single_linkage`."""
+        if not self.single_linkage or key in self._by_key:
+            return
+        self._by_key[key] = cluster
+        self._push(self._position[id(cluster)], vec)
+
+    def _push(self, owner: int, vec: npt.NDArray[np.float32]) -> None:
         import numpy as np
 
-        n = len(self.clusters)
+        n = len(self._owner)
         if self._vectors is None or n == len(self._vectors):
-            grown = np.zeros((max(8, 2 * n), len(cluster.vector)), dtype=np.float32)
+            grown = np.zeros((max(8, 2 * n), len(vec)), dtype=np.float32)
             if self._vectors is not None:
                 grown[:n] = self._vectors
             self._vectors = grown
-        self._vectors[n] = cluster.vector
-        self.clusters.append(cluster)
-        self._by_key.setdefault(cluster.key, cluster)
-        return cluster
+        self._vectors[n] = vec
+        self._owner.append(owner)
+        self._position.setdefault(id(self.clusters[owner]), owner)
 
     def find(self, key: str, sig: str | None, vec: npt.NDArray[np.float32]) -> ActionCluster | None:
-        """The cluster an action belongs to (same normalised text, else the closest by
-        embedding at or above the threshold among clusters of a compatible command signature;
-        ties go to the newer cluster), or ``None``."""
+        """The cluster an action belongs to (same normalised text as one of its phrasings, else
+        the cluster of the closest indexed phrasing at or above the threshold among clusters of
+        a compatible command signature; ties go to the newer phrasing), or ``None``."""
         same = self._by_key.get(key)
         if same is not None or self._vectors is None:
             return same
-        n = len(self.clusters)
+        n = len(self._owner)
         sims = self._vectors[:n] @ vec
         best = n - 1 - int(sims[::-1].argmax())  # the newest of the closest
         if float(sims[best]) < self.threshold:
             return None  # the usual answer, without sorting
-        cl = self.clusters[best]
+        cl = self.clusters[self._owner[best]]
         if sig is None or cl.sig is None or cl.sig == sig:
             return cl
         for i in sims.argsort(kind="stable")[::-1]:  # best first; ties: the newer one first
             if float(sims[i]) < self.threshold:
                 break
-            cl = self.clusters[int(i)]
+            cl = self.clusters[self._owner[int(i)]]
             if sig is not None and cl.sig is not None and cl.sig != sig:
                 continue  # two different commands, however close their embeddings
             return cl

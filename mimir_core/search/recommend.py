@@ -12,9 +12,12 @@
   arrive (:attr:`RecommendTuning.recent_half_life`, so drift shows), other projects' evidence
   worth at most :attr:`RecommendTuning.prior_strength` observations (the same fix may not
   work here).
-* Confidence is the 5% lower bound of Beta(0.5 + s, 0.5 + f) (Jeffreys prior) of that count,
-  where a partial outcome counts by its score; the winner is the best lower bound, or with
-  ``explore=True`` the best Thompson draw (times how likely its evidence is this kind of task).
+* Confidence is the 10% lower bound (:attr:`RecommendTuning.quantile`) of Beta(0.5 + s,
+  0.5 + f) (Jeffreys prior) of that count,
+  where a partial outcome counts by its score. The winner is the best lower bound times how
+  likely the action's closest evidence is this kind of task, or with ``explore=True`` the best
+  Thompson draw times the same: of two fixes with about as strong evidence, the one whose
+  evidence is more likely about this kind of task wins, not a neighbouring kind's.
 * ``expected_success`` is the calibrated point estimate: the posterior mean from the
   uninformed prior 0.5 (:attr:`RecommendTuning.prior_rate`), many outcomes counting with
   diminishing returns (:attr:`RecommendTuning.overdispersion`); times the probability that its
@@ -76,7 +79,21 @@ class RecommendTuning:
     """Minimum action cosine for two phrasings to pool their evidence."""
     candidates: int = 100
     """Nearest experiences considered (each on-topic one costs a Beta quantile or two)."""
-    quantile: float = 0.05
+    quantile: float = 0.10
+    """The lower quantile of an action's Beta posterior that is its ``confidence`` (and its
+    rank): 0.10, a 90% one-sided bound. Evidence here is counted fractionally (each record
+    by how likely it is the same kind of task, its source's independence, its recency), so the
+    same bound sits lower than on raw counts: at 0.05, 45% of the recommendations made late
+    on the learning benchmark's dev stream stated less than 0.3, and an agent that follows
+    from 0.3 (the policy most users write) ignored them. Chosen on the dev stream only (8 seeds
+    x 320 tasks, second half: 0.833 -> 0.932 of the per-family ceiling; the ops stream held
+    out). The bound stays honest: on the CI seeds its overconfidence is 0.000 and 99% of
+    picks sit in bins whose observed success reaches it."""
+    rank_quantile: float = 0.05
+    """The lower quantile that ranks actions without ``explore`` (times how likely their evidence
+    is this kind of task): more cautious than :attr:`quantile`, so that a lucky two of two does
+    not outrank three of four (at 0.10 it did, on the labelled set's tune part and its test
+    part alike). Only the choice uses it; the stated ``confidence`` is :attr:`quantile`'s."""
     well_tried: float = 4.0
     """Observations (as counted by :meth:`ActionCluster.evidence`) that, with a lower bound of
     at least :attr:`well_tried_bound`, make an action well tried on the task's own kind..."""
@@ -200,6 +217,8 @@ def _failed_here(
         lone = loose.find(key, sig, vec)
         if lone is None:
             lone = loose.add(ActionCluster(vector=vec, key=key, sig=sig))
+        else:
+            loose.join(lone, key, vec)
         lone.rows.append(row)
         lone.weights.append(0.0)
     only_failed = {cid for cid, (s, f) in tally.items() if s <= 1e-9 and f > 0}
@@ -236,7 +255,8 @@ def _exact_head(
     prefer_scope: str | None,
     tuning: RecommendTuning,
 ) -> list[tuple[float, ActionCluster, Alternative]]:
-    """Rank options by their weighted lower bound, given an upper bound of it for each.
+    """Rank options by their weighted lower bound times how likely their evidence is this kind
+    of task (as the explore draw is), given an upper bound of that for each.
 
     The bound is a 60-step bisection (~0.5 ms in pure Python) and weighted counts never repeat,
     so with ~50 clusters it dominated ``recommend``; the upper bounds are memoised (weighted
@@ -253,7 +273,7 @@ def _exact_head(
             out += bounded[i:]
             break
         sw, fw = evidence(cl, prefer_scope, tuning)
-        rank = _lower_bound(sw, fw, q)
+        rank = _lower_bound(sw, fw, q) * cl.topic()
         out.append((rank, cl, alt))
         head = sorted([*head, rank], reverse=True)[:EXACT_HEAD]
     return out
@@ -332,8 +352,8 @@ def recommend(
             options.append((float(rng.beta(0.5 + sw, 0.5 + fw)) * cl.topic(), cl, alt))
         else:  # an upper bound of the rank: the bound falls with failures, rises with successes
             sw_up = math.ceil(es * 32.0) / 32.0  # on a grid: memoised
-            bounded.append((_lower_bound(sw_up, 0.0, tuning.quantile), cl, alt))
-    options += _exact_head(bounded, tuning.quantile, prefer_scope, tuning)
+            bounded.append((_lower_bound(sw_up, 0.0, tuning.rank_quantile) * cl.topic(), cl, alt))
+    options += _exact_head(bounded, tuning.rank_quantile, prefer_scope, tuning)
     options.sort(key=lambda o: (-o[0], -o[2].successes, o[2].action))
     rank, best_cl, best = options[0]
     if rank < 0:

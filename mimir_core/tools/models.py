@@ -242,7 +242,7 @@ class RecommendOutput(_RecalledOutput):
     recommended: bool
     action: str | None = None
     confidence: float | None = None
-    """The 5% lower bound of the action's success rate (an honest floor)."""
+    """The 10% lower bound of the action's success rate (an honest floor)."""
     expected_success: float | None = None
     """The calibrated point estimate of its success rate here (what to expect on average)."""
     successes: float = 0.0

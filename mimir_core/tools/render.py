@@ -77,7 +77,7 @@ def render_recommendation(rec: Recommendation | None, task: str) -> str:
         return f"No recommendation for {task!r}: no on-topic evidence of an action that worked."
     lines = [
         f"Recommended: {_flat(rec.action)}",
-        f"  confidence {rec.confidence:.2f} (95% lower bound)"
+        f"  confidence {rec.confidence:.2f} (90% lower bound)"
         + (
             f", expected success {rec.expected_success:.2f}"
             if rec.expected_success is not None

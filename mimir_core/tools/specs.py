@@ -376,7 +376,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "recommend_action",
         "Recommend an action",
         """Ask which action has worked best for a task, judged only from on-topic past evidence.
-        Returns the recommended action with its confidence (the 95% lower bound of its success
+        Returns the recommended action with its confidence (the 90% lower bound of its success
         rate) and the alternatives considered, or no recommendation when there is no usable
         evidence. Use it before choosing between approaches; explore=true samples a less proven
         option now and then.""",

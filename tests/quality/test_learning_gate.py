@@ -80,7 +80,7 @@ def test_warm_repeats_at_most_a_third_of_colds_mistakes(figures: dict[str, Any])
 
 
 def test_recommend_is_never_overconfident(figures: dict[str, Any]) -> None:
-    # The documented contract: confidence is a 5% lower bound, so it may undershoot what happens,
+    # The documented contract: confidence is a 10% lower bound, so it may undershoot what happens,
     # never overshoot it (the one-sided part of the calibration error), and observed success is
     # at least the stated bound in the vast majority of picks' bins (count-weighted).
     low = figures["lower_bound"]

@@ -17,11 +17,7 @@ from bench.quality import GATE_PART, GATES, build_store, evaluate_parts, gates, 
 
 #: Gates the current core misses on the held-out test part: asserted as strict xfails (a fix
 #: that makes one pass fails here until it is moved out). The reason carries the measured value.
-KNOWN_MISSES = {
-    "recommend_accuracy": "test part 0.789 (15 of 19 acted cases) < 0.85: r03 django_merge "
-    "recommends a Prisma reset, r11 tf_state_lock the helm-release fix, r15 cors the dev proxy, "
-    "r27 ts_narrowing abstains; the tune part scores 0.941 (16 of 17)",
-}
+KNOWN_MISSES: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from mimir_core.lessons.gate import Outcome, offline_gate
 from mimir_core.lessons.mine import mine
 from mimir_core.observations.tally import independence_weights, independent_sources
 from mimir_core.search.beta import jeffreys_lower_bound
+from mimir_core.search.recommend import DEFAULT_TUNING
 from tests.security.helpers import MCPSession
 
 TASK = "run the payments integration tests"
@@ -53,7 +54,7 @@ def test_fifty_forged_successes_lose_to_three_independent_ones(m: Mimir) -> None
     alone = m.recommend(TASK)
     assert alone is not None and alone.action == BAD
     assert alone.successes < 2.0  # fifty records, one source's word
-    assert alone.confidence <= jeffreys_lower_bound(2.0, 0.0) + 1e-9
+    assert alone.confidence <= jeffreys_lower_bound(2.0, 0.0, DEFAULT_TUNING.quantile) + 1e-9
     for s in range(3):
         m.record(TASK, GOOD, "success", session_id=f"honest-{s}")
     rec = m.recommend(TASK)

@@ -13,6 +13,7 @@ import pytest
 
 from mimir_core import Mimir
 from mimir_core.search.beta import jeffreys_lower_bound
+from mimir_core.search.recommend import DEFAULT_TUNING
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 FIX = "pip install -e ."
@@ -97,7 +98,7 @@ def test_expected_success_is_this_projects_rate_and_the_bound_stays_below(
     assert rec.expected_success < 0.5, rec
     # the confidence too is this project's: the other one's 12 successes are worth at most 2
     # observations (pooled naively, the bound of 14 of 20 would be 0.52)
-    assert rec.confidence < 0.3 < jeffreys_lower_bound(14, 6), rec
+    assert rec.confidence < 0.3 < jeffreys_lower_bound(14, 6, DEFAULT_TUNING.quantile), rec
     elsewhere = there.recommend(QUERY)
     assert elsewhere is not None and elsewhere.expected_success is not None
     # 12 of 12 there (a task at cosine ~0.9): well above, short of certainty (a prior worth 4
