@@ -98,8 +98,10 @@ RATE_MEASURED = 20
 # -- what the agent reads ------------------------------------------------------------------------
 
 _LINE = re.compile(r"^-\s+(?P<label>[a-z ]+):\s+`(?P<cmd>[^`]*)`(?P<rest>.*)$")
-#: The recommendation ``Mimir.context`` may add (its command is not in backticks).
-_SUGGEST = re.compile(r"^-\s+(?P<label>past attempts suggest):\s+(?P<cmd>.+?)\s+\(worked\s")
+#: The recommendation ``Mimir.context`` may add (its command quoted like the observations').
+_SUGGEST = re.compile(
+    r"^-\s+(?P<label>past attempts suggest):\s+`?(?P<cmd>[^`]+?)`?\s+\(worked\s(?P<rest>.*)$"
+)
 WARN_LABELS = frozenset(
     {
         "failed here",
@@ -133,13 +135,13 @@ def read_lines(text: str) -> list[Seen]:
     """The lines of a shown text that name a command (observations, a recommendation)."""
     out = []
     for raw in text.splitlines():
-        m = _LINE.match(raw.strip()) or _SUGGEST.match(raw.strip())
+        m = _SUGGEST.match(raw.strip()) or _LINE.match(raw.strip())
         if not m:
             continue
         label, rest = m["label"].strip(), m.groupdict().get("rest") or ""
         warns = label in WARN_LABELS and "though it worked" not in rest
         cmd = " ".join(m["cmd"].split())
-        elsewhere = "other projects" in label
+        elsewhere = "other projects" in label or (m.re is _SUGGEST and "in other projects" in rest)
         here = not elsewhere and m.re is _LINE  # a recommendation says not where it worked
         out.append(Seen(label, cmd, warns, label in WORKED_LABELS, here, elsewhere, raw.strip()))
     return out

@@ -57,7 +57,8 @@ def find_sources(results: Path) -> dict[str, tuple[str, dict[str, Any], list[str
         if data is None:
             continue
         quick = path.stem.endswith("-quick") or data.get("mode") == "quick"
-        if path.name.startswith("learning-") and "figures" in data:
+        if path.name.startswith("learning-") and "lift" in data.get("figures", {}):
+            # WARM's page: a run of the generic arms alone (no WARM, no lift) is not its subject
             found["learning"].append((not quick, data.get("created", ""), str(path), data, []))
         elif path.name.startswith("perf-") and "recall" in data:
             quick = quick or bool(data.get("config", {}).get("quick"))

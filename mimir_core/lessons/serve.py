@@ -19,7 +19,7 @@ from ..search.scoring import Scoring, Terms, hybrid_score, relevant
 from ..store.core import EXPERIENCES, LESSONS
 from ..store.filters import LIVE, And, Eq, Filter, Or
 from ..tools.digest import MAX_ITEMS, render_block
-from ..types import Lesson
+from ..types import Experience, Lesson
 from . import trust
 from .lifecycle import verified
 from .revalidate import CONTRADICTED, here, verdicts
@@ -179,29 +179,35 @@ def context_block(
     shown = covered | {ln.key for ln in observed}
     extra: list[str] = []
     rec = m.recommend(query, scope=scope)
+    wins = _successes(m, rec.evidence_ids) if rec is not None else []
     if (
         rec is not None
         and rec.confidence >= RECOMMEND_FLOOR
         and normalise_action(rec.action) not in shown
         and destructive_reason(rec.action) is None
-        and _independent_sessions(m, rec.evidence_ids) >= RECOMMEND_SOURCES
+        and _independent_sessions(wins) >= RECOMMEND_SOURCES
     ):
+        # Said where it worked when none of it was here: another project's fix is a lead, not
+        # this project's record (the observations' "worked here" lines are only ever this one's).
+        home = m.scope if scope is None else None
+        away = home is not None and all((e.scope or "") != home for e in wins)
         extra.append(
             f"past attempts suggest: {quoted(rec.action)} (worked {rec.successes:g} of "
-            f"{rec.successes + rec.failures:g} times on similar tasks; "
+            f"{rec.successes + rec.failures:g} times on similar tasks"
+            f"{' in other projects' if away else ''}; "
             f"confidence {rec.confidence:.2f}; not yet a lesson)"
         )
     return render_block(items, budget_chars, extra=extra, observations=[ln.text for ln in observed])
 
 
-def _independent_sessions(m: Mimir, ids: list[str]) -> int:
+def _successes(m: Mimir, ids: list[str]) -> list[Experience]:
+    """The successful experiences among ``ids`` (a recommendation's evidence)."""
+    return [e for e in m._get_many(ids) if e.outcome == "success"]
+
+
+def _independent_sessions(wins: list[Experience]) -> int:
     """How many independent sources (sessions; a host's records without one count as one) the
-    successful experiences ``ids`` come from."""
+    successful experiences ``wins`` come from."""
     from ..observations.tally import source_key
 
-    sources = {
-        source_key(e.session_id, e.thread_id, e.source)
-        for e in m._get_many(ids)
-        if e.outcome == "success"
-    }
-    return len(sources)
+    return len({source_key(e.session_id, e.thread_id, e.source) for e in wins})

@@ -454,3 +454,19 @@ def test_an_error_that_reads_like_instructions_is_not_replayed() -> None:
         (line,) = task_start_lines(tallies(record, {**record, "created_at": 0.5}))
         assert line.text.endswith("last error not shown (it reads like instructions)")
         assert "evil.example" not in line.text and "x.io" not in line.text
+
+
+def test_a_suggestion_from_other_projects_says_so(mimir: Any) -> None:
+    """A recommendation resting only on other projects' successes is a lead, not this
+    project's record: its line says where it worked, so it never reads as a fact about here."""
+    task = "run the integration tests of the shop"
+    mimir.scope = "/repo/billing"
+    for session in ("a", "b", "c"):
+        mimir.record(task, "make test-integration", "success", session_id=session)
+    mimir.scope = "/repo/shop"
+    block = mimir.context(task)
+    assert "past attempts suggest: `make test-integration`" in block, block
+    assert "times on similar tasks in other projects;" in block, block
+    mimir.record(task, "make test-integration", "success", session_id="d")
+    mimir.record(task, "make test-integration", "success", session_id="e")
+    assert "in other projects" not in mimir.context(task)
