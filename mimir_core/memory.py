@@ -30,14 +30,10 @@ from .search.recommend import RecommendTuning, recommend_in
 from .search.scoring import Scoring
 from .settings import MimirSettings, load_settings, valid_half_life
 from .store.core import (
-    EXPERIENCE_COLUMNS,
     EXPERIENCES,
-    KV,
     LESSONS,
     TABLES,
     Store,
-    experience_row,
-    row_experience,
 )
 from .store.filters import LIVE, Eq, Range, all_of
 from .types import (
@@ -747,56 +743,9 @@ class Mimir:
         Returns how many experiences. Safe to rerun: each old table is kept as a backup table
         until the new one is complete.
         """
-        from .hosting.kv import reembed_rows
+        from .ops.reindex import reindex
 
-        store = self.deps.store_for_reindex()
-        # The configured embedder, even if this store was opened with the variant that matched
-        # its old vectors: reindexing is how a store moves to it.
-        emb = CachedEmbedder(self.deps.configured_embedder())
-        # upkeep paused before the lock is taken: a run in progress may be waiting for it
-        with store.paused(), store.writing():
-            data = store.column(EXPERIENCES, EXPERIENCE_COLUMNS).to_pylist()
-            # Each batch becomes Arrow at once (float32 vectors: ~3 KB a row, not ~25 KB of
-            # Python floats), and the table is swapped only when all of it is embedded.
-            parts = []
-            for start in range(0, len(data), batch):
-                chunk = [row_experience(r) for r in data[start : start + batch]]
-                vecs = emb.embed([e.task for e in chunk] + [e.action for e in chunk])
-                for exp in chunk:
-                    exp.embed_model = emb.name
-                rows = [
-                    experience_row(exp, vecs[i], vecs[len(chunk) + i])
-                    for i, exp in enumerate(chunk)
-                ]
-                parts.append(store.arrow_table(EXPERIENCES, rows))
-            new = store.arrow_table(EXPERIENCES, [], parts)
-            store.replace_table(EXPERIENCES, new)
-            lessons = store.column(LESSONS, [*store.lesson_columns(), "vector"]).to_pylist()
-            if lessons:
-                from .lessons.lifecycle import author_key, row_valid, signing_key
-                from .lessons.storage import rebind
-
-                vecs = emb.embed([str(r["trigger"]) for r in lessons])
-                valid = [row_valid(self.deps, dict(r))[1] for r in lessons]
-                rebind(lessons, vecs, signing_key(self.deps), author_key(self.deps), valid)
-            store.replace_table(LESSONS, lessons)
-            docs = store.column(KV, [f.name for f in store.table(KV).schema]).to_pylist()
-            reembed_rows(docs, emb, batch=batch)
-            store.replace_table(KV, docs)
-            store.set_meta({"embed_model": emb.name, "dim": str(emb.dim)})
-        self.deps.use_embedder(emb)
-        self.audit(
-            "api",
-            "store",
-            "reindexed",
-            {
-                "experiences": new.num_rows,
-                "lessons": len(lessons),
-                "kv": len(docs),
-                "embedder": emb.name,
-            },
-        )
-        return int(new.num_rows)
+        return reindex(self.deps, batch)
 
     def compact(self) -> None:
         """Compact every table of the store and clean old versions now (normally automatic)."""
