@@ -85,6 +85,33 @@ def test_the_pinned_clock_stamps_what_the_internals_write(tmp_path: Path) -> Non
         deps.close()
 
 
+def test_a_lesson_function_runs_on_a_deps_alone(tmp_path: Path) -> None:
+    from mimir_core.lessons import api
+    from mimir_core.lessons.lifecycle import insert
+    from mimir_core.types import Lesson
+
+    deps = make(tmp_path / "home", clock=lambda: PINNED)
+    try:
+        lesson = Lesson(
+            id="les_deps",
+            rule="Run `make test` before pushing.",
+            status="active",
+            trigger="run the test suite before pushing",
+            kind="prefer",
+            action="make test",
+            confidence=0.7,
+        )
+        insert(deps, [lesson], actor="test", event="admitted")
+        got = api.get_lesson(deps, "les_deps")
+        assert (got.rule, got.status) == (lesson.rule, "active")
+        assert api.list_lessons(deps, status="active", scope=None, limit=10) == [got]
+        assert deps.state.signing_key_bytes is not None  # the handle's cache, not a facade's
+        stopped = api.stop_lesson(deps, "les_deps", "retired", "superseded by CI", "test")
+        assert stopped.status == "retired" and stopped.invalid_at == PINNED
+    finally:
+        deps.close()
+
+
 def test_the_facade_keeps_its_settings_in_its_deps(tmp_path: Path) -> None:
     m = Mimir(tmp_path / "home", embedder="hash", scope="proj-a", auto_consolidate=False)
     assert (m.home, m.store_uri, m.scope) == (m.deps.home, m.deps.store_uri, "proj-a")
