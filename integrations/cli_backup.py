@@ -62,9 +62,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     m = _auto_off(args)
     target = args.output or datetime.now(timezone.utc).strftime("mimir-export-%Y%m%dT%H%M%SZ.jsonl")
     if target == "-":
-        report = export_store(m, sys.stdout.buffer, with_vectors=args.with_vectors)
+        report = export_store(m.deps, sys.stdout.buffer, with_vectors=args.with_vectors)
     else:
-        report = export_store(m, target, with_vectors=args.with_vectors)
+        report = export_store(m.deps, target, with_vectors=args.with_vectors)
     counts = ", ".join(f"{n} {k}" for k, n in report.counts.items())
     text = f"exported {counts} to {report.path or 'stdout'} ({report.bytes} bytes)"
     if target == "-":  # stdout holds the export: the report goes to stderr
@@ -85,7 +85,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.from_mimir_learn:
         from mimir_core.ops.import_mimir_learn import import_mimir_learn
 
-        ml = import_mimir_learn(m, args.from_mimir_learn, scope=args.scope)
+        ml = import_mimir_learn(m.deps, args.from_mimir_learn, scope=args.scope)
         emit(
             args,
             ml,
@@ -97,7 +97,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         return 0
     from mimir_core.ops.backup import import_store
 
-    report = import_store(m, args.file, resign=args.resign)
+    report = import_store(m.deps, args.file, resign=args.resign)
 
     def human() -> str:
         added = ", ".join(f"{n} {k}" for k, n in report.added.items())

@@ -85,7 +85,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     m = open_mimir(args, auto_consolidate=False)
     if args.auto:
         m.auto_consolidate = load_settings().auto_consolidate  # MIMIR_AUTO_CONSOLIDATE=0: never
-        if not due(m):
+        if not due(m.deps):
             emit(args, {"ran": False, "reason": "not due"}, lambda: "Consolidation not due yet.")
             return 0
     report = m.consolidate(
@@ -105,7 +105,7 @@ def cmd_lessons(args: argparse.Namespace) -> int:
     elif args.status == "untrusted":  # with the reason each is not served
         from mimir_core.lessons.team import untrusted
 
-        held = untrusted(m)[: args.limit]
+        held = untrusted(m.deps)[: args.limit]
         out = [{"lesson": u.lesson, "reason": u.reason} for u in held]
         emit(args, out, lambda: render_untrusted(held))
     else:

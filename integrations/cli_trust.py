@@ -41,8 +41,8 @@ def cmd_trust(args: argparse.Namespace) -> int:
         raise InvalidInputError("reason", "mimir trust remove needs --reason (for the audit log)")
     m = open_mimir(args)
     if verb == "init":
-        tl = team.init(m, name=args.name)
-        me = team.whoami(m)
+        tl = team.init(m.deps, name=args.name)
+        me = team.whoami(m.deps)
         out: Any = {"admin": tl.admin, "version": tl.version, "trusted": me}
         emit(
             args,
@@ -53,20 +53,20 @@ def cmd_trust(args: argparse.Namespace) -> int:
             ),
         )
     elif verb == "whoami":
-        out = team.whoami(m)
+        out = team.whoami(m.deps)
         emit(args, out, lambda: f"{out['name']} key {out['id']} (published in the store)")
     elif verb == "add":
-        out = team.add(m, args.key, name=args.name)
+        out = team.add(m.deps, args.key, name=args.name)
         emit(args, out, lambda: f"trusted {out['name']} ({out['id']})")
     elif verb == "remove":
-        out = team.revoke(m, args.key, reason=args.reason)
+        out = team.revoke(m.deps, args.key, reason=args.reason)
         emit(
             args,
             out,
             lambda: f"revoked {out['name']} ({out['id']}): {len(out['lessons'])} lesson(s) retired",
         )
     elif verb == "list":
-        out = team.listing(m)
+        out = team.listing(m.deps)
         emit(
             args,
             out,
@@ -80,12 +80,12 @@ def cmd_trust(args: argparse.Namespace) -> int:
             ),
         )
     elif verb == "pin":
-        team.pin(m, args.admin)
+        team.pin(m.deps, args.admin)
         out = {"pinned": args.admin}
         emit(args, out, lambda: f"pinned team admin key {args.admin}")
     else:
         from mimir_core.lessons.revalidate import revalidate
 
-        out = revalidate(m, force=True)
+        out = revalidate(m.deps, force=True)
         emit(args, out, lambda: "\n".join(f"{k}: {v}" for k, v in out.items()) or "no change")
     return 0

@@ -146,7 +146,7 @@ def seed_lesson(
         successes=float(evidence),
         confidence=0.8,
     )
-    return insert(mimir, [lesson], actor="test", event="seeded")[0]
+    return insert(mimir.deps, [lesson], actor="test", event="seeded")[0]
 
 
 class _Run:

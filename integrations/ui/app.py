@@ -111,8 +111,8 @@ def _lesson_problems(m: Any) -> list[str]:
     try:
         from mimir_core.lessons.team import untrusted
 
-        held = [f"lesson {u.lesson.id} is not served: {u.reason}" for u in untrusted(m)]
-        return lesson_problems(m) + held
+        held = [f"lesson {u.lesson.id} is not served: {u.reason}" for u in untrusted(m.deps)]
+        return lesson_problems(m.deps) + held
     except MimirError as exc:
         return [str(exc)]
 
@@ -145,9 +145,9 @@ def create_app(
         def gather() -> dict[str, Any]:
             return {
                 "stats": m.stats(),
-                "activity": insights.activity(m, days=30),
-                "families": insights.family_success(m, limit=8),
-                "injections": insights.recent_injections(m, limit=8),
+                "activity": insights.activity(m.deps, days=30),
+                "families": insights.family_success(m.deps, limit=8),
+                "injections": insights.recent_injections(m.deps, limit=8),
                 "lessons": m.list_lessons(limit=8),
                 "recent": m.recent(8, scope="*"),
             }
@@ -159,7 +159,7 @@ def create_app(
         q = request.query_params.get("q", "")
         if status is not None and status not in STATUSES:
             raise InvalidInputError("status", f"must be one of {', '.join(STATUSES)}")
-        found = await call(insights.search_lessons, m, q, status=status)
+        found = await call(insights.search_lessons, m.deps, q, status=status)
         problems = await call(_lesson_problems, m)
         return page(
             request,
@@ -182,7 +182,7 @@ def create_app(
                 key=lambda pair: pair[0].created_at,
                 reverse=True,
             )
-            return {"d": detail, "timeline": timeline, "attr": insights.attribution(m, ident)}
+            return {"d": detail, "timeline": timeline, "attr": insights.attribution(m.deps, ident)}
 
         return page(request, "lesson.html", **await call(gather))
 
@@ -231,7 +231,7 @@ def create_app(
                 return {"rows": [(e, None) for e in m.recent(50, scope="*")]}
             if mode == "semantic":
                 return {"rows": [(h.experience, h) for h in m.recall(q, 20, scope="*")]}
-            return {"rows": [(e, None) for e in insights.search_text(m, q, limit=100)]}
+            return {"rows": [(e, None) for e in insights.search_text(m.deps, q, limit=100)]}
 
         return page(request, "experiences.html", q=q, mode=mode, **await call(gather))
 
@@ -246,7 +246,7 @@ def create_app(
     async def feed(request: Request) -> Response:
         def gather() -> dict[str, Any]:
             return {
-                "pulse": insights.pulse(m).model_dump(),
+                "pulse": insights.pulse(m.deps).model_dump(),
                 "experiences": [
                     {
                         "id": e.id,

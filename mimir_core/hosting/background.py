@@ -151,7 +151,7 @@ class Maintainer:
 def _due(m: Mimir) -> bool:
     from ..lessons.auto import due
 
-    return due(m)
+    return due(m.deps)
 
 
 # -- in-process hosts -----------------------------------------------------------------------
@@ -394,7 +394,7 @@ class LiveMemory:
 
                 # The core's policy decides (new failures, hours since the last run, and at most
                 # one check a minute: a check a moment ago by an ingest already covered this).
-                self._worker.submit(lambda: auto.maybe_start(m)).result(timeout)
+                self._worker.submit(lambda: auto.maybe_start(m.deps)).result(timeout)
             return flushed
         except Exception:
             log.warning("mimir: could not finish cleanly", exc_info=True)

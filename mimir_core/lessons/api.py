@@ -1,8 +1,9 @@
 """The bodies of the lesson methods of the :class:`~mimir_core.Mimir` facade.
 
 The facade declares each lesson method with its explicit, typed signature (what
-``inspect.signature`` shows a host) and delegates here; these functions take the instance, or
-only the part they need (``audit_log`` takes the store), as an explicit argument.
+``inspect.signature`` shows a host) and delegates here; these functions take its
+:class:`~mimir_core.deps.Deps`, or only the part they need (``audit_log`` takes the store), as an
+explicit argument, so they run and are tested with no facade.
 
 INTERFACE CONTRACT (other adapters code against these signatures, on ``Mimir``):
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
     from ..store.core import Store
     from ..types import AuditEvent, ConsolidationReport, Lesson, LessonDetail
     from .judge import Judge
@@ -54,27 +55,27 @@ def _actor(value: object) -> str:
 
 
 def lessons(
-    m: Mimir, query: str, k: int, *, scope: str | None, min_confidence: float | None
+    deps: Deps, query: str, k: int, *, scope: str | None, min_confidence: float | None
 ) -> list[Lesson]:
     """:meth:`Mimir.lessons`: the ranked lessons without their relevance scores."""
     from .serve import relevant_lessons
 
-    ranked = relevant_lessons(m, query, k, scope=scope, min_confidence=min_confidence)
+    ranked = relevant_lessons(deps, query, k, scope=scope, min_confidence=min_confidence)
     return [lesson for _score, lesson in ranked]
 
 
-def context(m: Mimir, query: str, *, budget_chars: int, scope: str | None) -> str:
+def context(deps: Deps, query: str, *, budget_chars: int, scope: str | None) -> str:
     """:meth:`Mimir.context`: the fenced prompt block (see :func:`.serve.context_block`)."""
     from .serve import context_block
 
-    return context_block(m, query, budget_chars=budget_chars, scope=scope)
+    return context_block(deps, query, budget_chars=budget_chars, scope=scope)
 
 
 # -- consolidation ---------------------------------------------------------------------------------
 
 
 def consolidate(
-    m: Mimir, *, dry_run: bool, judge: Judge | None, force: bool
+    deps: Deps, *, dry_run: bool, judge: Judge | None, force: bool
 ) -> ConsolidationReport:
     """:meth:`Mimir.consolidate`; a file that cannot be written (a full disk) is a
     :class:`StoreError` naming it, since what was stored before stays."""
@@ -82,7 +83,7 @@ def consolidate(
     from .consolidate import run
 
     try:
-        return run(m, dry_run=dry_run, judge=judge, force=force)
+        return run(deps, dry_run=dry_run, judge=judge, force=force)
     except OSError as exc:
         where = f" {exc.filename}" if exc.filename else ""
         raise StoreError(
@@ -94,32 +95,32 @@ def consolidate(
 # -- reading ---------------------------------------------------------------------------------------
 
 
-def get_lesson(m: Mimir, ident: str) -> Lesson:
+def get_lesson(deps: Deps, ident: str) -> Lesson:
     """:meth:`Mimir.get_lesson`: the lesson as loaded (a failing signature quarantines it)."""
     from .lifecycle import load
 
-    return load(m, ident)[0]
+    return load(deps, ident)[0]
 
 
-def lesson_detail(m: Mimir, ident: str) -> LessonDetail:
+def lesson_detail(deps: Deps, ident: str) -> LessonDetail:
     """:meth:`Mimir.lesson_detail`: the lesson with its evidence, provenance and audit trail."""
     from ..types import LessonDetail
     from .lifecycle import load
     from .team import provenance
 
-    lesson, ok = load(m, ident)
-    got = {e.id: e for e in m._get_many([*lesson.supporting_ids, *lesson.contradicting_ids])}
+    lesson, ok = load(deps, ident)
+    got = {e.id: e for e in deps.get_many([*lesson.supporting_ids, *lesson.contradicting_ids])}
     return LessonDetail(
         lesson=lesson,
         signature_valid=ok,
-        provenance=provenance(m, lesson),
+        provenance=provenance(deps, lesson),
         supporting=[got[i] for i in lesson.supporting_ids if i in got],
         contradicting=[got[i] for i in lesson.contradicting_ids if i in got],
-        audit=audit_log(m.store, lesson.id, limit=200),
+        audit=audit_log(deps.store, lesson.id, limit=200),
     )
 
 
-def list_lessons(m: Mimir, *, status: str | None, scope: str | None, limit: int) -> list[Lesson]:
+def list_lessons(deps: Deps, *, status: str | None, scope: str | None, limit: int) -> list[Lesson]:
     """:meth:`Mimir.list_lessons`: newest first; ``untrusted`` is not a stored status, so it is
     answered from the trust view rather than the table."""
     from ..errors import InvalidInputError
@@ -132,9 +133,9 @@ def list_lessons(m: Mimir, *, status: str | None, scope: str | None, limit: int)
     if status == "untrusted":  # not a stored status: who signed it, or local evidence
         from .team import untrusted
 
-        found = [u.lesson for u in untrusted(m)]
+        found = [u.lesson for u in untrusted(deps)]
         if scope is not None and scope != ALL_SCOPES:
-            key = scope_key(scope, m.redact_patterns)
+            key = scope_key(scope, deps.redact_patterns)
             found = [le for le in found if le.scope == key]
         found.sort(key=lambda le: (le.updated_at, le.id), reverse=True)
         return found[:limit]
@@ -146,8 +147,8 @@ def list_lessons(m: Mimir, *, status: str | None, scope: str | None, limit: int)
             )
         by_status = Eq("status", status)
     if scope is not None and scope != ALL_SCOPES:  # the key as records store it
-        by_scope = Eq("scope", scope_key(scope, m.redact_patterns))
-    found = [le for le, _ok in load_many(m, all_of(by_status, by_scope))]
+        by_scope = Eq("scope", scope_key(scope, deps.redact_patterns))
+    found = [le for le, _ok in load_many(deps, all_of(by_status, by_scope))]
     if status is not None:  # a lesson quarantined on the way no longer has that status
         found = [le for le in found if le.status == status]
     found.sort(key=lambda le: (le.updated_at, le.id), reverse=True)
@@ -189,17 +190,17 @@ def audit_log(store: Store, subject_id: str | None, *, limit: int) -> list[Audit
 # -- lifecycle -------------------------------------------------------------------------------------
 
 
-def pin_lesson(m: Mimir, ident: str, *, pinned: bool, actor: str) -> Lesson:
+def pin_lesson(deps: Deps, ident: str, *, pinned: bool, actor: str) -> Lesson:
     """:meth:`Mimir.pin_lesson`; pinning to the state it already has writes nothing."""
     from .lifecycle import load_valid, save
 
     actor = _actor(actor)
-    lesson = load_valid(m, ident, "pinned")
+    lesson = load_valid(deps, ident, "pinned")
     if lesson.pinned == bool(pinned):
         return lesson
     lesson.pinned = bool(pinned)
     return save(
-        m,
+        deps,
         lesson,
         actor=actor,
         event="pinned" if pinned else "unpinned",
@@ -208,23 +209,23 @@ def pin_lesson(m: Mimir, ident: str, *, pinned: bool, actor: str) -> Lesson:
     )
 
 
-def stop_lesson(m: Mimir, ident: str, status: str, reason: object, actor: object) -> Lesson:
+def stop_lesson(deps: Deps, ident: str, status: str, reason: object, actor: object) -> Lesson:
     """:meth:`Mimir.quarantine_lesson` and :meth:`Mimir.retire_lesson` (``status`` says which):
     the reason is checked and redacted before it reaches the audit log."""
     from .lifecycle import change_status, check_reason
 
     return change_status(
-        m,
+        deps,
         ident,
         status,
         actor=_actor(actor),
-        reason=check_reason(reason, m.redact_patterns),
+        reason=check_reason(reason, deps.redact_patterns),
         event=status,
     )
 
 
 def lesson_feedback(
-    m: Mimir,
+    deps: Deps,
     lesson_id: str,
     helped: bool,
     *,
@@ -249,13 +250,13 @@ def lesson_feedback(
         if value is not None and not isinstance(value, str):
             raise InvalidInputError(field, f"must be a string; got {short(value)}")
     actor = _actor(actor)
-    lesson = load_valid(m, lesson_id, "given feedback")
+    lesson = load_valid(deps, lesson_id, "given feedback")
     note_feedback(lesson, helped, source_key(session_id, None, actor))
     detail: dict[str, Any] = {"helped": helped}
     if task:
-        detail["task"] = sanitize(task, limit=500, extra_patterns=m.redact_patterns)
+        detail["task"] = sanitize(task, limit=500, extra_patterns=deps.redact_patterns)
     if note:
-        detail["note"] = sanitize(note, limit=MAX_NOTE, extra_patterns=m.redact_patterns)
-    saved = save(m, lesson, actor=actor, event="feedback", detail=detail)
+        detail["note"] = sanitize(note, limit=MAX_NOTE, extra_patterns=deps.redact_patterns)
+    saved = save(deps, lesson, actor=actor, event="feedback", detail=detail)
     if saved.status == "active":
-        review(m, saved, actor=actor, cause="feedback")
+        review(deps, saved, actor=actor, cause="feedback")

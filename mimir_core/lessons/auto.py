@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
 
 log = logging.getLogger("mimir.lessons")
 
@@ -37,15 +37,15 @@ def log_path(home: Path) -> Path:
     return Path(home) / "logs" / "consolidate.log"
 
 
-def _last_run(m: Mimir) -> float:
+def _last_run(deps: Deps) -> float:
     """When the last run finished, else when the store was created (epoch seconds)."""
     from .consolidate import LAST_RUN, state_path
 
     try:
-        return float(json.loads(state_path(m.home).read_text(encoding="utf-8"))["last_run"])
+        return float(json.loads(state_path(deps.home).read_text(encoding="utf-8"))["last_run"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    meta = m.store.meta()
+    meta = deps.store.meta()
     for key in (LAST_RUN, "created_at"):
         try:
             return datetime.fromisoformat(meta[key]).timestamp()
@@ -54,7 +54,7 @@ def _last_run(m: Mimir) -> float:
     return time.time()
 
 
-def due(m: Mimir, *, now: float | None = None, new_failures: int = 0) -> bool:
+def due(deps: Deps, *, now: float | None = None, new_failures: int = 0) -> bool:
     """Whether an automatic consolidation should start now.
 
     Checked at most once a minute per process, except when the failures this process recorded
@@ -64,36 +64,37 @@ def due(m: Mimir, *, now: float | None = None, new_failures: int = 0) -> bool:
     from ..store.filters import And, Eq, Range
     from .consolidate import WATERMARK
 
-    if not m.auto_consolidate:
+    if not deps.auto.enabled:
         return False
     now = time.time() if now is None else now
-    if now - m._auto_checked_at < CHECK_EVERY:
+    if now - deps.state.auto_checked_at < CHECK_EVERY:
         # Within the minute, only this process's new failures can make it due: they are
         # counted down from the shortfall the last check found (the check reads the store's
         # meta and counts failures, ~5 ms: it ran on every failure recorded).
-        m._auto_short = getattr(m, "_auto_short", 0) - new_failures
-        if not new_failures or m._auto_short > 0:
+        deps.state.auto_short = deps.state.auto_short - new_failures
+        if not new_failures or deps.state.auto_short > 0:
             return False
-    m._auto_checked_at = now
-    if now - _last_run(m) < m.auto_consolidate_hours * 3600.0:
-        m._auto_short = 1 << 62  # not before the next minute's check
+    deps.state.auto_checked_at = now
+    if now - _last_run(deps) < deps.auto.hours * 3600.0:
+        deps.state.auto_short = 1 << 62  # not before the next minute's check
         return False
     try:
-        since = float(json.loads(m.store.meta().get(WATERMARK) or "{}").get("ts", 0.0))
+        since = float(json.loads(deps.store.meta().get(WATERMARK) or "{}").get("ts", 0.0))
     except ValueError:
         since = 0.0
-    failures = m.store.count(
+    failures = deps.store.count(
         EXPERIENCES, And(Eq("outcome", "failure"), Range("created_at", gt=since))
     )
-    m._auto_short = m.auto_consolidate_failures - failures
-    return failures >= m.auto_consolidate_failures
+    deps.state.auto_short = deps.auto.failures - failures
+    return failures >= deps.auto.failures
 
 
-def child_config(m: Mimir) -> dict[str, Any] | None:
-    """What a new process needs to open the same Mimir (``None``: it cannot be rebuilt)."""
+def child_config(deps: Deps) -> dict[str, Any] | None:
+    """What a new process needs to open the same store with the same settings (``None``: it
+    cannot be rebuilt, the embedder is an object)."""
     from ..embed.core import FASTEMBED_FLOAT_NAME, FASTEMBED_NAME, HASH_NAME
 
-    spec = m._embedder_spec
+    spec = deps.embedder_spec
     if not isinstance(spec, str):
         name = getattr(spec, "name", "")
         known = {FASTEMBED_NAME: "fastembed", FASTEMBED_FLOAT_NAME: "fastembed", HASH_NAME: "hash"}
@@ -103,22 +104,22 @@ def child_config(m: Mimir) -> dict[str, Any] | None:
     from .lifecycle import signing_key
 
     return {
-        "home": str(m.home),
-        "store_uri": m.store_uri,
-        "storage_options": m.storage_options,
+        "home": str(deps.home),
+        "store_uri": deps.store_uri,
+        "storage_options": deps.storage_options,
         "embedder": spec,
-        "scope": m.scope,
-        "signing_key": signing_key(m).hex() if m._signing_key_spec else None,
+        "scope": deps.scope,
+        "signing_key": signing_key(deps).hex() if deps.signing_key_spec else None,
     }
 
 
-def start(m: Mimir) -> str:
+def start(deps: Deps) -> str:
     """Start a background consolidation; returns ``"process"`` or ``"thread"``."""
-    config = child_config(m)
-    path = log_path(m.home)
+    config = child_config(deps)
+    path = log_path(deps.home)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if config is None:
-        thread = threading.Thread(target=_in_thread, args=(m,), daemon=True, name="mimir-auto")
+        thread = threading.Thread(target=_in_thread, args=(deps,), daemon=True, name="mimir-auto")
         thread.start()
         return "thread"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -139,19 +140,28 @@ def start(m: Mimir) -> str:
     return "process"
 
 
-def _in_thread(m: Mimir) -> None:
+def _consolidate(deps: Deps) -> Any:
+    """What ``Mimir.consolidate()`` does: ingest what hooks captured, then consolidate."""
+    from ..ingest.record import drain_pending
+    from .api import consolidate
+
+    drain_pending(deps)
+    return consolidate(deps, dry_run=False, judge=None, force=False)
+
+
+def _in_thread(deps: Deps) -> None:
     try:
-        report = m.consolidate()
-        _append(log_path(m.home), _summary(report))
+        report = _consolidate(deps)
+        _append(log_path(deps.home), _summary(report))
     except Exception as exc:  # background work must never take the host down
-        _append(log_path(m.home), f"auto-consolidation failed: {type(exc).__name__}: {exc}")
+        _append(log_path(deps.home), f"auto-consolidation failed: {type(exc).__name__}: {exc}")
 
 
-def maybe_start(m: Mimir, *, new_failures: int = 0) -> None:
+def maybe_start(deps: Deps, *, new_failures: int = 0) -> None:
     """Start a background consolidation if one is due (never raises: fail open)."""
     try:
-        if due(m, new_failures=new_failures):
-            how = start(m)
+        if due(deps, new_failures=new_failures):
+            how = start(deps)
             log.info("started automatic consolidation (%s)", how)
     except Exception as exc:
         log.warning("automatic consolidation not started: %s", exc)
@@ -185,20 +195,21 @@ def main() -> int:
     config = json.loads(sys.stdin.read() or "{}")
     home = Path(config["home"])
     _append(log_path(home), f"automatic consolidation started (pid {os.getpid()})")
-    from ..memory import Mimir
+    from ..deps import Deps
+    from ..ingest.validate import scope_key
 
     key = config.get("signing_key")
-    m = Mimir(
+    scope = config.get("scope")
+    deps = Deps(  # the parent's dependencies, rebuilt from its public fields (child_config)
         home,
-        store_uri=config.get("store_uri"),
+        store_uri=config.get("store_uri") or str(home / "store"),
         storage_options=config.get("storage_options") or {},
-        embedder=config.get("embedder") or "fastembed",
-        scope=config.get("scope"),
-        signing_key=bytes.fromhex(key) if key else None,
-        auto_consolidate=False,
+        embedder_spec=config.get("embedder") or "fastembed",
+        scope=scope_key(scope, ()) if isinstance(scope, str) else None,
+        signing_key_spec=bytes.fromhex(key) if key else None,
     )
     try:
-        report = m.consolidate()
+        report = _consolidate(deps)
     except Exception as exc:
         _append(log_path(home), f"automatic consolidation failed: {type(exc).__name__}: {exc}")
         return 1

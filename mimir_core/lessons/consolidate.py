@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from ..memory import Mimir
+    from ..deps import Deps
 
     Vec = npt.NDArray[np.float32]
 
@@ -141,32 +141,32 @@ class TryLock:
 
 
 @contextlib.contextmanager
-def _machines(m: Mimir, dry_run: bool) -> Iterator[bool]:
+def _machines(deps: Deps, dry_run: bool) -> Iterator[bool]:
     """The store's lease when other machines may consolidate it too (:mod:`.lease`)."""
     from .lease import lease, shared
 
-    if dry_run or not shared(m):
+    if dry_run or not shared(deps):
         yield True
         return
-    with lease(m) as got:
+    with lease(deps) as got:
         yield got
 
 
-def _revalidate(m: Mimir) -> None:
+def _revalidate(deps: Deps) -> None:
     """Judge other authors' lessons on this installation's evidence (:mod:`.revalidate`);
     a failure is logged, never the run's."""
     from .revalidate import revalidate
 
     try:
-        revalidate(m)
+        revalidate(deps)
     except Exception as exc:  # derived state: the next run tries again
         log.warning("revalidation failed: %s", exc)
-        log_event(m.home, "revalidation_failed", error=str(exc))
+        log_event(deps.home, "revalidation_failed", error=str(exc))
 
 
-def lock_path(m: Mimir) -> Path:
+def lock_path(deps: Deps) -> Path:
     """The consolidation lock of this home."""
-    return m.home / "locks" / "consolidate.lock"
+    return deps.home / "locks" / "consolidate.lock"
 
 
 def state_path(home: Path) -> Path:
@@ -178,11 +178,11 @@ def state_path(home: Path) -> Path:
 
 
 def run(
-    m: Mimir, *, dry_run: bool = False, judge: Judge | None = None, force: bool = False
+    deps: Deps, *, dry_run: bool = False, judge: Judge | None = None, force: bool = False
 ) -> ConsolidationReport:
     """Consolidate; see the module docstring."""
     started = time.perf_counter()
-    with TryLock(lock_path(m)) as lock:
+    with TryLock(lock_path(deps)) as lock:
         if not lock.acquired:
             return ConsolidationReport(
                 dry_run=dry_run,
@@ -190,7 +190,7 @@ def run(
                 reason="another consolidation of this store is running; it will cover these "
                 "experiences",
             )
-        with _machines(m, dry_run) as got:
+        with _machines(deps, dry_run) as got:
             if not got:
                 return ConsolidationReport(
                     dry_run=dry_run,
@@ -198,15 +198,15 @@ def run(
                     reason="another machine is consolidating this store; it will cover these "
                     "experiences",
                 )
-            report = _run_locked(m, dry_run=dry_run, judge=judge, force=force)
+            report = _run_locked(deps, dry_run=dry_run, judge=judge, force=force)
             if not dry_run:
-                _revalidate(m)
+                _revalidate(deps)
     if judge is not None:
         report.llm_calls, report.llm_tokens = judge.usage()
     report.seconds = round(time.perf_counter() - started, 3)
     if not dry_run:
         log_event(
-            m.home,
+            deps.home,
             "consolidated",
             examined=report.examined,
             admitted=report.admitted,
@@ -220,9 +220,9 @@ def run(
     return report
 
 
-def _select_new(m: Mimir, force: bool) -> tuple[list[Exp], list[Exp], bool, dict[str, Any]]:
+def _select_new(deps: Deps, force: bool) -> tuple[list[Exp], list[Exp], bool, dict[str, Any]]:
     """(new experiences, working set, full rescan?, next watermark)."""
-    store = m.store
+    store = deps.store
     live = LIVE
     total = store.count(EXPERIENCES, live)
     try:
@@ -238,18 +238,18 @@ def _select_new(m: Mimir, force: bool) -> tuple[list[Exp], list[Exp], bool, dict
         new = load_exps(store, live)
         working = new
     else:
-        working = _neighbourhood(m, new)
+        working = _neighbourhood(deps, new)
     ts = max([float(mark.get("ts", 0.0))] + [e.created_at for e in new])
     return new, working, full, {"ts": ts, "count": total}
 
 
-def _neighbourhood(m: Mimir, new: Sequence[Exp]) -> list[Exp]:
+def _neighbourhood(deps: Deps, new: Sequence[Exp]) -> list[Exp]:
     """The new experiences and their task neighbours (the topics a change can touch)."""
     from .evidence import EXP_COLUMNS
 
     found = {e.id: e for e in new}
     for e in new:
-        rows = m.store.vector_search(
+        rows = deps.store.vector_search(
             EXPERIENCES,
             e.vec,
             where=LIVE,
@@ -262,14 +262,14 @@ def _neighbourhood(m: Mimir, new: Sequence[Exp]) -> list[Exp]:
     return sorted(found.values(), key=lambda x: (x.created_at, x.id))
 
 
-def _known(m: Mimir) -> list[Known]:
+def _known(deps: Deps) -> list[Known]:
     """Every stored lesson (any status) with its trigger embedding."""
     import numpy as np
 
-    rows = arrow_rows(m.store.column(LESSONS, LESSON_COLUMNS))
+    rows = arrow_rows(deps.store.column(LESSONS, LESSON_COLUMNS))
     out = []
     for row in rows:
-        lesson, ok = row_valid(m, row)
+        lesson, ok = row_valid(deps, row)
         out.append(
             Known(
                 lesson=lesson,
@@ -310,7 +310,7 @@ def _same_action(d: Draft, k: Known) -> bool:
     return k.avec is not None and float(d.avec @ k.avec) >= SAME_ACTION
 
 
-def _contradiction_on_topic(m: Mimir, d: Draft, k: Known) -> bool:
+def _contradiction_on_topic(deps: Deps, d: Draft, k: Known) -> bool:
     """Whether the draft's contradicting evidence lies on the lesson's own topic.
 
     The experiences where the action went the other way must be as close to the lesson's own
@@ -333,7 +333,7 @@ def _contradiction_on_topic(m: Mimir, d: Draft, k: Known) -> bool:
         return False
     vecs = np.stack([e.vec for e in against])
     if k.member_vecs is None and k.members:
-        found = load_by_ids(m.store, sorted(k.members))
+        found = load_by_ids(deps.store, sorted(k.members))
         k.member_vecs = np.stack([e.vec for e in found]) if found else None
     if k.member_vecs is None or len(k.member_vecs) == 0:
         return float((vecs @ k.trigger_vec).mean()) >= SAME_TOPIC
@@ -393,31 +393,31 @@ class Plan:
 
 
 def _run_locked(
-    m: Mimir, *, dry_run: bool, judge: Judge | None, force: bool
+    deps: Deps, *, dry_run: bool, judge: Judge | None, force: bool
 ) -> ConsolidationReport:
     report = ConsolidationReport(dry_run=dry_run)
     if not dry_run:  # the key checked, old rows bound, crash leftovers audited, deletions told
         from .reconcile import maintain
 
-        maintain(m)
-    new, working, full, mark = _select_new(m, force)
+        maintain(deps)
+    new, working, full, mark = _select_new(deps, force)
     report.examined = len(new)
-    run_id = f"{m._now():%Y%m%dT%H%M%S}-{os.getpid()}"
+    run_id = f"{deps.now():%Y%m%dT%H%M%S}-{os.getpid()}"
     if not new:
         report.reason = "nothing new since the last run"
         if not dry_run:
-            _finish(m, mark)
+            _finish(deps, mark)
         return report
     new_ids = {e.id for e in new}
     working_ids = {e.id for e in working}
     groups = [g for g in topics(working) if full or any(e.id in new_ids for e in g)]
     report.clusters = len(groups)
-    known = _known(m)
+    known = _known(deps)
     plan = Plan(taken={k.lesson.id for k in known})
     touched: dict[str, tuple[Known, list[Exp]]] = {}
     for group in groups:
         lessons = _assign(known, group, working_ids)
-        _action_vectors(m, lessons)
+        _action_vectors(deps, lessons)
         drafts = mine(group)
         if judge is not None and drafts:
             judged = judge.refine(group, drafts, [k.lesson for k in lessons], report)
@@ -426,20 +426,20 @@ def _run_locked(
         for k in lessons:
             touched.setdefault(k.lesson.id, (k, group))
         for d in drafts:
-            _decide(m, d, lessons, report, plan, run_id=run_id)
-    _breaker(m, touched, plan, report, run_id=run_id, dry_run=dry_run)
+            _decide(deps, d, lessons, report, plan, run_id=run_id)
+    _breaker(deps, touched, plan, report, run_id=run_id, dry_run=dry_run)
     _fade(touched, plan, report, run_id=run_id)
     if not dry_run:
-        write_batch(m, plan.writes, actor="consolidate")
+        write_batch(deps, plan.writes, actor="consolidate")
     # Lessons named by new experiences off the working topics: reviewed one by one.
     named = {i for e in new for i in e.recalled} - set(touched)
     for k in known:
         if k.lesson.id in named and k.valid and k.lesson.status == "active" and not dry_run:
-            _saved, quarantined = review(m, k.lesson, actor="consolidate", cause=f"run {run_id}")
+            _saved, quarantined = review(deps, k.lesson, actor="consolidate", cause=f"run {run_id}")
             if quarantined:
                 report.quarantined.append(k.lesson.id)
     if not dry_run:
-        _finish(m, mark)
+        _finish(deps, mark)
     return report
 
 
@@ -483,7 +483,7 @@ def _fade(
 
 
 def _breaker(
-    m: Mimir,
+    deps: Deps,
     touched: dict[str, tuple[Known, list[Exp]]],
     plan: Plan,
     report: ConsolidationReport,
@@ -498,7 +498,7 @@ def _breaker(
     """
     if not touched:
         return
-    rows = m.store.select(
+    rows = deps.store.select(
         EXPERIENCES, "array_length(recalled_lesson_ids) > 0", ["id", "score", "recalled_lesson_ids"]
     )
     named: dict[str, list[tuple[str, float]]] = {}
@@ -522,7 +522,7 @@ def _breaker(
             continue
         if lesson.pinned:
             if not dry_run:
-                m.audit(
+                deps.audit(
                     "consolidate",
                     lid,
                     "breaker_ignored",
@@ -560,11 +560,11 @@ def _breaker(
             )
 
 
-def _action_vectors(m: Mimir, lessons: Sequence[Known]) -> None:
+def _action_vectors(deps: Deps, lessons: Sequence[Known]) -> None:
     """Embed the actions of these lessons (once; only for lessons on touched topics)."""
     todo = [k for k in lessons if k.avec is None]
     if todo:
-        vecs = m.embedder.embed([(k.lesson.action or k.lesson.rule) for k in todo])
+        vecs = deps.embedder.embed([(k.lesson.action or k.lesson.rule) for k in todo])
         for k, v in zip(todo, vecs, strict=True):
             k.avec = v
 
@@ -598,7 +598,7 @@ def _unless_faded_elsewhere(gate: GateResult, d: Draft, same: Sequence[Known]) -
 
 
 def _decide(
-    m: Mimir,
+    deps: Deps,
     d: Draft,
     lessons: Sequence[Known],
     report: ConsolidationReport,
@@ -632,7 +632,7 @@ def _decide(
         gate = _unless_faded_elsewhere(gate, d, same)
     if twin is not None and d.revises is None:
         if twin.lesson.id not in plan.decided:
-            _merge(m, d, twin, gate, report, plan, run_id=run_id)
+            _merge(deps, d, twin, gate, report, plan, run_id=run_id)
         return
     stopped = next((k for k in alike if k.lesson.status in ("quarantined", "retired")), None)
     if stopped is not None:  # a person or the breaker stopped this lesson: don't re-learn it
@@ -652,7 +652,7 @@ def _decide(
                 _same_action(d, k)
                 and _polarity(d.kind) != _polarity(k.lesson.kind)
                 and (not d.scope or not k.lesson.scope or d.scope == k.lesson.scope)
-                and _contradiction_on_topic(m, d, k)
+                and _contradiction_on_topic(deps, d, k)
             )
             or (
                 k.lesson.id in d.contradicts
@@ -674,7 +674,7 @@ def _decide(
         status="active" if gate.passed else "candidate",
         gate=gate,
         provenance=_provenance(d, run_id),
-        valid_from=m._now(),
+        valid_from=deps.now(),
     )
     if gate.passed:
         lesson.provenance[ADMITTED_UNTIL] = lesson.provenance["evidence_until"]
@@ -690,7 +690,7 @@ def _decide(
         return
     report.admitted.append(ident)
     plan.writes.append(Write(lesson, "admitted", detail, vector=vec))
-    now = m._now()
+    now = deps.now()
     for k in rivals:
         old = k.lesson.model_copy(deep=True)
         old.status = "superseded"
@@ -712,7 +712,7 @@ def _decide(
 
 
 def _merge(
-    m: Mimir,
+    deps: Deps,
     d: Draft,
     twin: Known,
     gate: GateResult,
@@ -742,7 +742,7 @@ def _merge(
     avec = twin.avec if twin.avec is not None else d.avec
     if old.status == "candidate" and gate.passed and may_return(old, avec, d.topic):
         lesson.status = "active"
-        lesson.valid_from = m._now()
+        lesson.valid_from = deps.now()
         lesson.provenance.pop(FADED_AT, None)
         lesson.provenance[ADMITTED_UNTIL] = prov["evidence_until"]
         event = "admitted"
@@ -772,10 +772,10 @@ def _merge(
         )
 
 
-def _finish(m: Mimir, mark: dict[str, Any]) -> None:
-    now = m._now()
-    m.store.set_meta({WATERMARK: json.dumps(mark), LAST_RUN: now.isoformat()})
-    path = state_path(m.home)
+def _finish(deps: Deps, mark: dict[str, Any]) -> None:
+    now = deps.now()
+    deps.store.set_meta({WATERMARK: json.dumps(mark), LAST_RUN: now.isoformat()})
+    path = state_path(deps.home)
     try:
         ensure_private_dir(path.parent)
         replace_file(path, json.dumps({"last_run": now.timestamp()}).encode("utf-8"))

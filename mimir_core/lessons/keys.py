@@ -22,7 +22,7 @@ from .sign import coerce_key, key_file_problem, key_id, key_path, load_or_create
 from .storage import from_row
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
 
 log = logging.getLogger("mimir.lessons")
 
@@ -31,60 +31,60 @@ KEY_ID = "signing_key_id"
 _CHECKED_COLS = ["id", "status", "scope", "kind", "trigger", "rule"]
 
 
-def signing_key(m: Mimir) -> bytes:
+def signing_key(deps: Deps) -> bytes:
     """The HMAC key: the explicit one given to :class:`Mimir`, else the per-install key file.
 
     Raises :class:`SigningKeyError` (naming the key file and what to do) when the key is
     malformed, missing while the store has signed lessons, or not the key that signed them: a
     new key is never made silently, as every lesson would then fail verification.
     """
-    cached: bytes | None = getattr(m, "_signing_key_bytes", None)
+    cached: bytes | None = deps.state.signing_key_bytes
     if cached is not None:
         return cached
-    problem: str | None = getattr(m, "_signing_key_problem", None)
+    problem: str | None = deps.state.signing_key_problem
     if problem is None:
         try:
-            cached = _checked_key(m)
+            cached = _checked_key(deps)
         except SigningKeyError as exc:
-            m._signing_key_problem = problem = str(exc)
+            deps.state.signing_key_problem = problem = str(exc)
             log.warning("%s", problem)
             from .lifecycle import log_event
 
-            log_event(m.home, "signing_key_problem", error=problem)
+            log_event(deps.home, "signing_key_problem", error=problem)
     if problem is not None:
         raise SigningKeyError(problem)
     assert cached is not None
-    m._signing_key_bytes = cached
+    deps.state.signing_key_bytes = cached
     return cached
 
 
-def key_problem(m: Mimir) -> str | None:
+def key_problem(deps: Deps) -> str | None:
     """Why lessons cannot be verified now (``None``: the key is fine)."""
     try:
-        signing_key(m)
+        signing_key(deps)
     except SigningKeyError as exc:
         return str(exc)
     return None
 
 
-def _checked_key(m: Mimir) -> bytes:
+def _checked_key(deps: Deps) -> bytes:
     """Load the key and check it against the fingerprint the store keeps (recording it the
     first time, if the key verifies the store's lessons or there are none)."""
-    spec = getattr(m, "_signing_key_spec", None)
-    path = key_path(m.home)
+    spec = deps.signing_key_spec
+    path = key_path(deps.home)
     source = "the key given as signing_key / MIMIR_SIGNING_KEY" if spec else f"the key {path}"
-    store = m.store
+    store = deps.store
     from . import trust
 
-    if trust.present(m):  # a team store: this key is local (version tags, the hooks' digest)
-        return coerce_key(spec) if spec else load_or_create_key(m.home)
+    if trust.present(deps):  # a team store: this key is local (version tags, the hooks' digest)
+        return coerce_key(spec) if spec else load_or_create_key(deps.home)
     if spec:
         key = coerce_key(spec)
     else:
-        problem = key_file_problem(m.home)
+        problem = key_file_problem(deps.home)
         if problem is not None:
             raise SigningKeyError(f"{problem}; lessons stay unverified (not served) until it is")
-        found = read_key(m.home)
+        found = read_key(deps.home)
         if found is None:
             signed_rows = store.count(LESSONS)
             if signed_rows:
@@ -95,7 +95,7 @@ def _checked_key(m: Mimir) -> bytes:
                     f"every lesson would fail verification. To start over instead, forget "
                     f"the lessons (`mimir forget ID`)"
                 )
-        key = found if found is not None else load_or_create_key(m.home)
+        key = found if found is not None else load_or_create_key(deps.home)
     want = store.meta().get(KEY_ID)
     if want and want != key_id(key) and store.count(LESSONS):
         raise SigningKeyError(

@@ -30,7 +30,7 @@ from ..store.core import META
 from ..store.filters import Eq, Like
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
 
 PREFIX = "consolidate_lease:"
 SETTLE = 0.5
@@ -39,17 +39,17 @@ TTL = 600.0
 WAIT = 60.0
 
 
-def shared(m: Mimir) -> bool:
+def shared(deps: Deps) -> bool:
     """Whether other machines may consolidate this store (object storage, or a team store)."""
     from . import trust
 
-    return "://" in str(m.store_uri) or trust.present(m)
+    return "://" in str(deps.store_uri) or trust.present(deps)
 
 
-def _live(m: Mimir) -> list[tuple[float, str]]:
+def _live(deps: Deps) -> list[tuple[float, str]]:
     now = time.time()
     out = []
-    for r in m.store.select(META, Like("key", PREFIX + "%"), ["key", "value"]):
+    for r in deps.store.select(META, Like("key", PREFIX + "%"), ["key", "value"]):
         try:
             data = json.loads(r["value"])
             if float(data["exp"]) > now:
@@ -60,16 +60,16 @@ def _live(m: Mimir) -> list[tuple[float, str]]:
 
 
 @contextmanager
-def lease(m: Mimir, *, wait: float = WAIT) -> Iterator[bool]:
+def lease(deps: Deps, *, wait: float = WAIT) -> Iterator[bool]:
     """Hold the store's consolidation lease (yields ``False`` if it could not be had)."""
     key = PREFIX + os.urandom(8).hex()
     start = time.time()
-    m.store.set_meta({key: json.dumps({"start": start, "exp": start + TTL})})
+    deps.store.set_meta({key: json.dumps({"start": start, "exp": start + TTL})})
     try:
         deadline = time.monotonic() + wait
         while True:
             time.sleep(SETTLE)
-            live = _live(m)
+            live = _live(deps)
             if live and live[0][1] == key:
                 break
             if time.monotonic() > deadline:
@@ -77,4 +77,4 @@ def lease(m: Mimir, *, wait: float = WAIT) -> Iterator[bool]:
                 return
         yield True
     finally:
-        m.store.delete(META, Eq("key", key))
+        deps.store.delete(META, Eq("key", key))

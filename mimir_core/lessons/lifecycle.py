@@ -55,7 +55,7 @@ from .storage import (
 )
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
     from .authors import AuthorKey
 
 log = logging.getLogger("mimir.lessons")
@@ -113,48 +113,48 @@ def check_reason(reason: object, patterns: Sequence[str] = ()) -> str:
 # -- authorship ----------------------------------------------------------------------------------
 
 
-def author_key(m: Mimir) -> AuthorKey:
+def author_key(deps: Deps) -> AuthorKey:
     """This installation's Ed25519 key (:mod:`.authors`), created on first use."""
-    cached: AuthorKey | None = getattr(m, "_author_key", None)
+    cached: AuthorKey | None = deps.state.author_key
     if cached is None:
         from .authors import load_or_create
 
-        cached = m._author_key = load_or_create(m.home)
+        cached = deps.state.author_key = load_or_create(deps.home)
     return cached
 
 
-def stamp_author(m: Mimir, lessons: Iterable[Lesson]) -> None:
+def stamp_author(deps: Deps, lessons: Iterable[Lesson]) -> None:
     """Record this installation as the author of lessons that name none (new ones; an older
     lesson on its first re-signing). The signer of each version is in its ``author_sig``."""
-    me = author_key(m)
+    me = author_key(deps)
     for lesson in lessons:
         if "author" not in lesson.provenance:
             lesson.provenance["author"] = me.key_id
             lesson.provenance["author_name"] = me.name
-    if not getattr(m, "_author_published", False):
+    if not deps.state.author_published:
         from . import trust
 
-        m._author_published = True
-        if trust.present(m):  # on a team store, an admin can then add this key by id
-            trust.publish(m)
+        deps.state.author_published = True
+        if trust.present(deps):  # on a team store, an admin can then add this key by id
+            trust.publish(deps)
 
 
-def untrusted(m: Mimir) -> dict[str, str]:
+def untrusted(deps: Deps) -> dict[str, str]:
     """Lesson id → why it is not served (untrusted signer), as seen by the latest reads."""
-    got: dict[str, str] | None = getattr(m, "_untrusted", None)
+    got: dict[str, str] | None = deps.state.untrusted
     if got is None:
-        got = m._untrusted = {}
+        got = deps.state.untrusted = {}
     return got
 
 
-def row_valid(m: Mimir, row: dict[str, Any]) -> tuple[Lesson, bool]:
+def row_valid(deps: Deps, row: dict[str, Any]) -> tuple[Lesson, bool]:
     """(lesson, verified) of a row with no side effect: by the HMAC key on a single-machine
     store, by its author's signature and the trust list on a team store."""
     from . import trust
 
-    tv = trust.view(m)
+    tv = trust.view(deps)
     if tv is None:
-        return from_row(row, signing_key(m))
+        return from_row(row, signing_key(deps))
     from .team_verify import check_row
 
     lesson, ok, why = check_row(row, tv)
@@ -164,19 +164,19 @@ def row_valid(m: Mimir, row: dict[str, Any]) -> tuple[Lesson, bool]:
 # -- reading -------------------------------------------------------------------------------------
 
 
-def load(m: Mimir, ident: str) -> tuple[Lesson, bool]:
+def load(deps: Deps, ident: str) -> tuple[Lesson, bool]:
     """(lesson, signature valid) by id; a failing lesson is quarantined on the way."""
-    rows = rows_by_id(m.store, [check_id(ident)])
+    rows = rows_by_id(deps.store, [check_id(ident)])
     if not rows:
         raise NotFoundError("lesson", ident)
-    return verified(m, rows[0])
+    return verified(deps, rows[0])
 
 
-def load_valid(m: Mimir, ident: str, doing: str) -> Lesson:
+def load_valid(deps: Deps, ident: str, doing: str) -> Lesson:
     """The lesson by id, or :class:`LessonStateError` if its signature failed (quarantined)."""
-    lesson, ok = load(m, ident)
+    lesson, ok = load(deps, ident)
     if not ok:
-        signing_key(m)  # a key problem says so, naming the key file
+        signing_key(deps)  # a key problem says so, naming the key file
         raise LessonStateError(
             f"lesson {ident!r} failed its signature check and is quarantined; it cannot be {doing}"
         )
@@ -184,7 +184,7 @@ def load_valid(m: Mimir, ident: str, doing: str) -> Lesson:
 
 
 def verified(
-    m: Mimir,
+    deps: Deps,
     row: dict[str, Any],
     *,
     refresh: bool = True,
@@ -198,66 +198,66 @@ def verified(
     With a key problem (:func:`key_problem`) nothing verifies and nothing is quarantined: the
     lesson is unverified, and restoring the key brings it back.
     """
-    if key_problem(m) is not None:
+    if key_problem(deps) is not None:
         return from_row(row, b"\0" * 32, placement=False)[0], False
     from . import trust
 
-    tv = trust.view(m)
+    tv = trust.view(deps)
     if tv is not None:  # a team store: the author's signature against the trust list
         from .team_verify import check_row
 
         lesson, ok, why = check_row(row, tv)
         if why is not None:  # not served, not quarantined: trusting the key brings it back
-            untrusted(m)[lesson.id] = why
+            untrusted(deps)[lesson.id] = why
             return lesson, False
-        untrusted(m).pop(lesson.id, None)
+        untrusted(deps).pop(lesson.id, None)
     else:
-        lesson, ok = from_row(row, signing_key(m))
-    if tv is None and ok and not is_bound(row) and not bind_legacy(m, row, lesson, fresh):
+        lesson, ok = from_row(row, signing_key(deps))
+    if tv is None and ok and not is_bound(row) and not bind_legacy(deps, row, lesson, fresh):
         if row.get("status") == "quarantined":
             return lesson, False
         why = "its vector is not its trigger's embedding (retargeted)"
-        return quarantine_tampered(m, row, lesson, refresh=refresh, reason=why), False
+        return quarantine_tampered(deps, row, lesson, refresh=refresh, reason=why), False
     if ok:
         ident = str(row.get("id"))
-        hd = known_heads if known_heads is not None else heads(m.store, [ident])
+        hd = known_heads if known_heads is not None else heads(deps.store, [ident])
         if is_replay(lesson, hd.get(ident)):
             if row.get("status") == "quarantined":
                 return lesson, False  # not served either way; reported when first seen
-            return quarantine_tampered(m, row, lesson, refresh=refresh, replayed=True), False
+            return quarantine_tampered(deps, row, lesson, refresh=refresh, replayed=True), False
     if not ok and row.get("status") != "quarantined":
-        lesson = quarantine_tampered(m, row, lesson, refresh=refresh)
+        lesson = quarantine_tampered(deps, row, lesson, refresh=refresh)
     elif not ok:
         lesson.status = "quarantined"
     return lesson, ok
 
 
 def load_many(
-    m: Mimir, where: Filter | None, *, limit: int | None = None, refresh: bool = True
+    deps: Deps, where: Filter | None, *, limit: int | None = None, refresh: bool = True
 ) -> list[tuple[Lesson, bool]]:
     """Every (lesson, valid) matching a SQL filter over the lessons table."""
     from . import trust
 
-    team = trust.view(m, fresh=True) is not None
-    rows = select_rows(m.store, where, limit=limit)
-    hd = heads(m.store, [str(r.get("id")) for r in rows]) if rows else {}
-    unbound = [r for r in rows if not is_bound(r)] if key_problem(m) is None and not team else []
+    team = trust.view(deps, fresh=True) is not None
+    rows = select_rows(deps.store, where, limit=limit)
+    hd = heads(deps.store, [str(r.get("id")) for r in rows]) if rows else {}
+    unbound = [r for r in rows if not is_bound(r)] if key_problem(deps) is None and not team else []
     fresh: dict[str, Any] = {}
     if unbound:  # rows written before placement bindings: one embedding batch to bind them
-        vecs = m.embedder.embed([str(r.get("trigger") or "") for r in unbound])
+        vecs = deps.embedder.embed([str(r.get("trigger") or "") for r in unbound])
         fresh = {str(r.get("id")): v for r, v in zip(unbound, vecs, strict=True)}
-    return [verified(m, r, refresh=refresh, known_heads=hd, fresh=fresh) for r in rows]
+    return [verified(deps, r, refresh=refresh, known_heads=hd, fresh=fresh) for r in rows]
 
 
 def bind_legacy(
-    m: Mimir, row: dict[str, Any], lesson: Lesson, fresh: Mapping[str, Any] | None = None
+    deps: Deps, row: dict[str, Any], lesson: Lesson, fresh: Mapping[str, Any] | None = None
 ) -> bool:
     """Bind a (verified) row written before placement bindings, if its vector is its trigger's
     embedding; ``False`` (not bound) if it is not. Audited and logged once per lesson."""
     ident = str(row.get("id"))
     vec = (fresh or {}).get(ident)
     if vec is None:
-        vec = m.embedder.embed([lesson.trigger])[0]
+        vec = deps.embedder.embed([lesson.trigger])[0]
     if row.get("vector") is None or not vector_matches(row["vector"], vec):
         return False
     from ..text import fts_text
@@ -266,28 +266,28 @@ def bind_legacy(
         "text": fts_text(f"{lesson.trigger}\n{lesson.rule}"),
         "updated_at": lesson.updated_at.timestamp(),
     }
-    new = bind(dict(row, **derived), signing_key(m), author_key(m))
+    new = bind(dict(row, **derived), signing_key(deps), author_key(deps))
     values = dict(derived, payload=new["payload"])
     where = And(Eq("id", ident), Eq("signature", str(row.get("signature"))))
-    m.store.update(LESSONS, where, values)
+    deps.store.update(LESSONS, where, values)
     row.update(values)
     detail = {"reason": "placement columns (vector, text, updated_at) bound to its signature"}
-    m.audit("mimir", ident, "row_bound", dict(detail, status=row.get("status")))
-    log_event(m.home, "row_bound", lesson=ident)
+    deps.audit("mimir", ident, "row_bound", dict(detail, status=row.get("status")))
+    log_event(deps.home, "row_bound", lesson=ident)
     return True
 
 
-def ensure_bound(m: Mimir) -> int:
+def ensure_bound(deps: Deps) -> int:
     """Bind (or quarantine, if retargeted) every row written before placement bindings;
     returns how many rows were looked at. Cheap when there are none (one count)."""
     where = Not(Like("payload", f'%"{ROW_MAC}":%'))
-    if not m.store.count(LESSONS, where):
+    if not deps.store.count(LESSONS, where):
         return 0
-    return len(load_many(m, where))
+    return len(load_many(deps, where))
 
 
 def quarantine_tampered(
-    m: Mimir,
+    deps: Deps,
     row: dict[str, Any],
     lesson: Lesson,
     *,
@@ -305,19 +305,19 @@ def quarantine_tampered(
             values["payload"] = canonical(data).decode("utf-8")
     except ValueError:
         pass
-    m.store.update(LESSONS, Eq("id", ident), values)
+    deps.store.update(LESSONS, Eq("id", ident), values)
     event = "replay_detected" if replayed else "signature_failed"
     why = reason or (
         "an older signed version of the lesson was written back (replay)"
         if replayed
         else "signature verification failed"
     )
-    m.audit("mimir", ident, event, {"reason": why, "was": row.get("status")})
-    log_event(m.home, event, lesson=ident, was=row.get("status"))
+    deps.audit("mimir", ident, event, {"reason": why, "was": row.get("status")})
+    log_event(deps.home, event, lesson=ident, was=row.get("status"))
     log.warning("lesson %s: %s: quarantined", ident, why)
     lesson.status = "quarantined"
     if refresh and row.get("status") == "active":
-        refresh_digest(m)
+        refresh_digest(deps)
     return lesson
 
 
@@ -325,7 +325,7 @@ def quarantine_tampered(
 
 
 def insert(
-    m: Mimir,
+    deps: Deps,
     lessons: Iterable[Lesson],
     *,
     actor: str,
@@ -338,22 +338,22 @@ def insert(
         return []
     for lesson in items:
         check_new_id("id", lesson.id)
-    key = signing_key(m)
-    now = m._now()
-    stamp_author(m, items)
+    key = signing_key(deps)
+    now = deps.now()
+    stamp_author(deps, items)
     out = [signed(lesson, key, now=now) for lesson in items]
-    vectors = m.embedder.embed([lesson.trigger for lesson in out])
-    me = author_key(m)
-    with m.store.writing():
+    vectors = deps.embedder.embed([lesson.trigger for lesson in out])
+    me = author_key(deps)
+    with deps.store.writing():
         rows = [bind(to_row(le, v), key, me) for le, v in zip(out, vectors, strict=True)]
-        m.store.upsert(LESSONS, rows)
+        deps.store.upsert(LESSONS, rows)
         crash_point("lesson_rows_written")
-        record_heads(m.store, out)
+        record_heads(deps.store, out)
     crash_point("lesson_heads_written")
     for lesson in out:
-        m.audit(actor, lesson.id, event, dict(detail or {}, status=lesson.status))
+        deps.audit(actor, lesson.id, event, dict(detail or {}, status=lesson.status))
     if any(lesson.status == "active" for lesson in out):
-        refresh_digest(m)
+        refresh_digest(deps)
     return out
 
 
@@ -371,28 +371,28 @@ class Write:
     changed meanwhile (another process pinned or quarantined it), the write is skipped."""
 
 
-def write_batch(m: Mimir, writes: Sequence[Write], *, actor: str) -> list[Lesson]:
+def write_batch(deps: Deps, writes: Sequence[Write], *, actor: str) -> list[Lesson]:
     """Sign and upsert many lessons at once: one embedding batch, one write, one audit append."""
     if not writes:
         return []
     for w in writes:
         if w.expect is None:  # a new lesson (an older store's ids stay writable)
             check_new_id("id", w.lesson.id)
-    key = signing_key(m)
-    now = m._now()
-    stamp_author(m, [w.lesson for w in writes])
-    me = author_key(m)
+    key = signing_key(deps)
+    now = deps.now()
+    stamp_author(deps, [w.lesson for w in writes])
+    me = author_key(deps)
     out = [signed(w.lesson, key, now=now) for w in writes]
     missing = [i for i, w in enumerate(writes) if w.vector is None]
     vectors: list[Sequence[float]] = [w.vector if w.vector is not None else [] for w in writes]
     if missing:
-        embedded = m.embedder.embed([out[i].trigger for i in missing])
+        embedded = deps.embedder.embed([out[i].trigger for i in missing])
         for i, vec in zip(missing, embedded, strict=True):
             vectors[i] = list(vec)
-    with m.store.writing():  # optimistic concurrency: skip rows changed since they were read
-        stored = rows_by_id(m.store, [le.id for le in out])
+    with deps.store.writing():  # optimistic concurrency: skip rows changed since they were read
+        stored = rows_by_id(deps.store, [le.id for le in out])
         current = {r["id"]: r["signature"] for r in stored}
-        hd = heads(m.store, list(current))
+        hd = heads(deps.store, list(current))
         for r in stored:  # never re-sign (launder) a replayed old version: leave it be
             if is_replay(from_row(r, key, placement=False)[0], hd.get(r["id"])):
                 current[r["id"]] = "replayed"
@@ -403,14 +403,14 @@ def write_batch(m: Mimir, writes: Sequence[Write], *, actor: str) -> list[Lesson
         out = [out[i] for i in keep]
         rows = [bind(to_row(out[j], vectors[i]), key, me) for j, i in enumerate(keep)]
         if rows:
-            m.store.upsert(LESSONS, rows)
+            deps.store.upsert(LESSONS, rows)
             crash_point("lesson_rows_written")
-            record_heads(m.store, out)
+            record_heads(deps.store, out)
     crash_point("lesson_heads_written")
     if not out:
         return []
     ts = now.timestamp()
-    m.store.append(
+    deps.store.append(
         AUDIT,
         [
             {
@@ -425,12 +425,12 @@ def write_batch(m: Mimir, writes: Sequence[Write], *, actor: str) -> list[Lesson
         ],
     )
     if any(le.status == "active" or w.was_active for le, w in zip(out, writes, strict=True)):
-        refresh_digest(m)
+        refresh_digest(deps)
     return out
 
 
 def save(
-    m: Mimir,
+    deps: Deps,
     lesson: Lesson,
     *,
     actor: str,
@@ -443,28 +443,28 @@ def save(
     ``lesson.signature`` must still be the stored one: if another process changed the lesson
     since it was read, nothing is written and :class:`LessonStateError` says so.
     """
-    key = signing_key(m)
-    stamp_author(m, [lesson])
-    out = signed(lesson, key, now=m._now())
-    me = author_key(m)
-    with m.store.writing():
-        rows = rows_by_id(m.store, [out.id])
+    key = signing_key(deps)
+    stamp_author(deps, [lesson])
+    out = signed(lesson, key, now=deps.now())
+    me = author_key(deps)
+    with deps.store.writing():
+        rows = rows_by_id(deps.store, [out.id])
         if not rows or rows[0].get("signature") != lesson.signature:
             raise LessonStateError(
                 f"lesson {out.id!r} was changed by another process meanwhile; read it again"
             )
         values = update_values(out)
         values["payload"] = bind(dict(values, vector=rows[0]["vector"]), key, me)["payload"]
-        m.store.update(LESSONS, Eq("id", out.id), values)
-        record_heads(m.store, [out])
-    m.audit(actor, out.id, event, dict(detail or {}, status=out.status))
+        deps.store.update(LESSONS, Eq("id", out.id), values)
+        record_heads(deps.store, [out])
+    deps.audit(actor, out.id, event, dict(detail or {}, status=out.status))
     if out.status == "active" or was_active:
-        refresh_digest(m)
+        refresh_digest(deps)
     return out
 
 
 def change_status(
-    m: Mimir,
+    deps: Deps,
     ident: str,
     status: str,
     *,
@@ -474,9 +474,9 @@ def change_status(
     superseded_by: str | None = None,
 ) -> Lesson:
     """Move a (valid) lesson to ``status``, audited with ``reason``."""
-    lesson, ok = load(m, ident)
+    lesson, ok = load(deps, ident)
     if not ok:
-        signing_key(m)  # a key problem says so, naming the key file
+        signing_key(deps)  # a key problem says so, naming the key file
         if status == "quarantined":
             return lesson  # already quarantined when its signature failed
         raise LessonStateError(
@@ -485,7 +485,7 @@ def change_status(
         )
     was = lesson.status
     lesson.status = status  # type: ignore[assignment]
-    now = m._now()
+    now = deps.now()
     if status in ("superseded", "retired"):
         lesson.invalid_at = now
     if superseded_by is not None:
@@ -493,30 +493,30 @@ def change_status(
     detail: dict[str, Any] = {"reason": reason, "was": was}
     if superseded_by:
         detail["by"] = superseded_by
-    return save(m, lesson, actor=actor, event=event, detail=detail, was_active=was == "active")
+    return save(deps, lesson, actor=actor, event=event, detail=detail, was_active=was == "active")
 
 
-def refresh_digest(m: Mimir) -> None:
+def refresh_digest(deps: Deps) -> None:
     """Rewrite the hooks' digest from the active lessons that verify (never raises)."""
     try:
         from .revalidate import CONTRADICTED, here, verdicts
 
         good: list[dict[str, Any]] = []
-        known = verdicts(m)
-        for lesson, ok in load_many(m, Eq("status", "active"), refresh=False):
+        known = verdicts(deps)
+        for lesson, ok in load_many(deps, Eq("status", "active"), refresh=False):
             if ok and lesson.status == "active":
-                verdict, tag = here(m, lesson, known)
+                verdict, tag = here(deps, lesson, known)
                 if verdict != CONTRADICTED:  # quarantined here by local evidence
                     good.append(dict(lesson.model_dump(mode="json"), **{"from": tag}))
         good.sort(key=lambda d: (-float(d.get("confidence", 0.0)), d["id"]))
-        write_digest(m.home, good, signing_key(m), _evidence_texts(m, good))
+        write_digest(deps.home, good, signing_key(deps), _evidence_texts(deps, good))
     except Exception as exc:  # the digest is derived data: the next change rewrites it
         log.warning("cannot rewrite the lessons digest: %s", exc)
-        log_event(m.home, "digest_failed", error=str(exc))
+        log_event(deps.home, "digest_failed", error=str(exc))
 
 
 def _evidence_texts(
-    m: Mimir, lessons: Sequence[Mapping[str, Any]]
+    deps: Deps, lessons: Sequence[Mapping[str, Any]]
 ) -> dict[str, list[tuple[str, str]]]:
     """(task, reason) of each lesson's evidence, for the digest's topic keywords."""
     wanted = {
@@ -526,67 +526,69 @@ def _evidence_texts(
     ids = sorted({i for v in wanted.values() for i in v})
     text: dict[str, tuple[str, str]] = {}
     for start in range(0, len(ids), 500):
-        for r in m.store.select(
+        for r in deps.store.select(
             EXPERIENCES, In("id", ids[start : start + 500]), ["id", "task", "reason"]
         ):
             text[r["id"]] = (r.get("task") or "", r.get("reason") or "")
     return {lid: [text[i] for i in v if i in text] for lid, v in wanted.items()}
 
 
-def forget_lesson(m: Mimir, ident: str, *, with_experiences: bool, actor: str = "api") -> list[str]:
+def forget_lesson(
+    deps: Deps, ident: str, *, with_experiences: bool, actor: str = "api"
+) -> list[str]:
     """Really delete a lesson (and, on request, its evidence); returns the experiences removed."""
-    rows = rows_by_id(m.store, [ident])
+    rows = rows_by_id(deps.store, [ident])
     if not rows:
         raise NotFoundError("lesson", ident)
     # only the evidence ids are read: forgetting works without a usable key too
-    key = signing_key(m) if key_problem(m) is None else b"\0" * 32
+    key = signing_key(deps) if key_problem(deps) is None else b"\0" * 32
     lesson, _ok = from_row(rows[0], key, placement=False)
     removed: list[str] = []
     if with_experiences:
         ids = list(dict.fromkeys([*lesson.supporting_ids, *lesson.contradicting_ids]))
         if ids:
-            present = m.store.select(EXPERIENCES, In("id", ids), ["id", "scope"])
+            present = deps.store.select(EXPERIENCES, In("id", ids), ["id", "scope"])
             removed = [r["id"] for r in present]
             if removed:
-                m.store.delete(EXPERIENCES, In("id", removed))
-                m._release_superseded(removed)  # what they superseded is current again
-                m.store.purge(EXPERIENCES)
-                forget_in_digests(m, {r["scope"] or "" for r in present})
-    m.store.delete(LESSONS, Eq("id", ident))
-    m.store.purge(LESSONS)
-    forget_head(m.store, ident)
-    scrub_audit(m, [ident, *removed])
-    m.audit(actor, ident, "forgotten", {"table": LESSONS, "experiences_removed": len(removed)})
-    refresh_digest(m)
+                deps.store.delete(EXPERIENCES, In("id", removed))
+                deps.release_superseded(removed)  # what they superseded is current again
+                deps.store.purge(EXPERIENCES)
+                forget_in_digests(deps, {r["scope"] or "" for r in present})
+    deps.store.delete(LESSONS, Eq("id", ident))
+    deps.store.purge(LESSONS)
+    forget_head(deps.store, ident)
+    scrub_audit(deps, [ident, *removed])
+    deps.audit(actor, ident, "forgotten", {"table": LESSONS, "experiences_removed": len(removed)})
+    refresh_digest(deps)
     return removed
 
 
-def forget_in_digests(m: Mimir, scopes: set[str]) -> None:
+def forget_in_digests(deps: Deps, scopes: set[str]) -> None:
     """Rebuild the hooks' attempts digests of ``scopes`` that exist, so forgotten experiences
     leave them too."""
     from ..observations.from_store import existing_scopes, rebuild
 
-    wanted = [s for s in existing_scopes(m) if s in scopes]
+    wanted = [s for s in existing_scopes(deps) if s in scopes]
     if wanted:
-        rebuild(m, wanted)
+        rebuild(deps, wanted)
 
 
-def scrub_audit(m: Mimir, ids: Sequence[str]) -> None:
+def scrub_audit(deps: Deps, ids: Sequence[str]) -> None:
     """Remove the audit entries about forgotten items, older table versions included.
 
     Their details can quote the forgotten text (feedback notes, reasons); the ``forgotten``
     entry written afterwards keeps the record that something was removed, and when.
     """
     where = In("subject_id", ids)
-    if ids and m.store.count(AUDIT, where):
-        m.store.delete(AUDIT, where)
-        m.store.purge(AUDIT)
+    if ids and deps.store.count(AUDIT, where):
+        deps.store.delete(AUDIT, where)
+        deps.store.purge(AUDIT)
 
 
-def lessons_quoting(m: Mimir, exp_id: str) -> list[str]:
+def lessons_quoting(deps: Deps, exp_id: str) -> list[str]:
     """Ids of lessons whose wording quotes this experience (forgotten along with it)."""
     out = []
-    for row in select_rows(m.store, None):
+    for row in select_rows(deps.store, None):
         try:
             quoted = json.loads(row.get("payload") or "{}").get("provenance", {}).get("quoted_ids")
         except (ValueError, AttributeError):

@@ -26,7 +26,7 @@ from ..ingest.spool import ensure_private_dir, replace_file
 from ..types import Lesson
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
 
 log = logging.getLogger("mimir.lessons")
 
@@ -36,28 +36,28 @@ PENDING = "pending"
 CONTRADICTED = "contradicted"
 
 
-def _path(m: Mimir) -> Path:
-    return m.home.joinpath(*STATE_FILE)
+def _path(deps: Deps) -> Path:
+    return deps.home.joinpath(*STATE_FILE)
 
 
-def _all(m: Mimir) -> dict[str, Any]:
+def _all(deps: Deps) -> dict[str, Any]:
     try:
-        data = json.loads(_path(m).read_text("utf-8"))
+        data = json.loads(_path(deps).read_text("utf-8"))
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
 
 
-def verdicts(m: Mimir) -> dict[str, dict[str, Any]]:
+def verdicts(deps: Deps) -> dict[str, dict[str, Any]]:
     """Lesson id → this installation's verdict on it (for this store)."""
-    got = _all(m).get(str(m.store_uri))
+    got = _all(deps).get(str(deps.store_uri))
     return got if isinstance(got, dict) else {}
 
 
-def _save(m: Mimir, mine: dict[str, dict[str, Any]]) -> None:
-    data = _all(m)
-    data[str(m.store_uri)] = mine
-    path = _path(m)
+def _save(deps: Deps, mine: dict[str, dict[str, Any]]) -> None:
+    data = _all(deps)
+    data[str(deps.store_uri)] = mine
+    path = _path(deps)
     ensure_private_dir(path.parent)
     replace_file(path, json.dumps(data, indent=1, sort_keys=True).encode("utf-8"))
 
@@ -67,43 +67,43 @@ def author_of(lesson: Lesson) -> str | None:
     return got if isinstance(got, str) and got else None
 
 
-def author_name(m: Mimir, lesson: Lesson) -> str:
+def author_name(deps: Deps, lesson: Lesson) -> str:
     """The author's name: the trust list's (signed by the admin), else the one it gave."""
     from . import trust
 
     kid = author_of(lesson) or ""
-    tv = trust.view(m)
+    tv = trust.view(deps)
     if tv is not None and tv.entry(kid) is not None:
         return tv.name(kid)
     return str(lesson.provenance.get("author_name") or kid[:12])
 
 
-def foreign(m: Mimir, lesson: Lesson) -> bool:
+def foreign(deps: Deps, lesson: Lesson) -> bool:
     """Whether another installation wrote the lesson (one naming no author is this one's)."""
     from .lifecycle import author_key
 
     kid = author_of(lesson)
-    return kid is not None and kid != author_key(m).key_id
+    return kid is not None and kid != author_key(deps).key_id
 
 
 def here(
-    m: Mimir, lesson: Lesson, known: dict[str, dict[str, Any]] | None = None
+    deps: Deps, lesson: Lesson, known: dict[str, dict[str, Any]] | None = None
 ) -> tuple[str, str]:
     """(verdict here, provenance tag for the prompt): ``own`` with no tag, ``confirmed``,
     ``pending`` (not yet confirmed here) or ``contradicted`` (not served here)."""
-    if not foreign(m, lesson):
+    if not foreign(deps, lesson):
         return "own", ""
-    got = (known if known is not None else verdicts(m)).get(lesson.id) or {}
+    got = (known if known is not None else verdicts(deps)).get(lesson.id) or {}
     verdict = str(got.get("verdict") or PENDING)
     if got.get("sig") != lesson.signature and verdict != CONTRADICTED:
         verdict = PENDING  # a changed lesson is judged again
-    who = author_name(m, lesson)
+    who = author_name(deps, lesson)
     if verdict == CONFIRMED:
         return verdict, f"from {who}, confirmed here"
     return verdict, f"from {who}, not yet confirmed here"
 
 
-def judge(m: Mimir, lesson: Lesson) -> tuple[str, str]:
+def judge(deps: Deps, lesson: Lesson) -> tuple[str, str]:
     """(verdict, detail) of the ε-gate on local evidence for one lesson."""
     from ..search.actions import command_signature, normalise_action
     from .consolidate import BALANCE
@@ -115,8 +115,8 @@ def judge(m: Mimir, lesson: Lesson) -> tuple[str, str]:
         return PENDING, "nothing to test here: the lesson names no action"
     key = str(lesson.provenance.get("action_key") or normalise_action(lesson.action))
     sig = command_signature(lesson.action)
-    tvec, avec = m.embedder.embed([lesson.trigger, lesson.action])
-    _cen, topic = topic_of(m.store, lesson, tvec)
+    tvec, avec = deps.embedder.embed([lesson.trigger, lesson.action])
+    _cen, topic = topic_of(deps.store, lesson, tvec)
     cited = {
         *lesson.supporting_ids,
         *lesson.contradicting_ids,
@@ -139,24 +139,24 @@ def judge(m: Mimir, lesson: Lesson) -> tuple[str, str]:
     return PENDING, res.detail or f"{len(local)} local experience(s): not enough yet"
 
 
-def revalidate(m: Mimir, *, force: bool = False) -> dict[str, str]:
+def revalidate(deps: Deps, *, force: bool = False) -> dict[str, str]:
     """Judge every active lesson of another author not yet judged in its current version;
     returns lesson id → new verdict. Each changed verdict is audited (the author's news)."""
     from ..store.filters import And, Eq, Like, Not
     from .lifecycle import author_key, load_many, log_event, refresh_digest
 
-    me = author_key(m)
+    me = author_key(deps)
     own = '%"author":"' + me.key_id + '"%'  # canonical JSON: no spaces
     where = And(Eq("status", "active"), Like("payload", '%"author":"%'), Not(Like("payload", own)))
-    mine = verdicts(m)
+    mine = verdicts(deps)
     changed: dict[str, str] = {}
-    for lesson, ok in load_many(m, where, refresh=False):
-        if not ok or lesson.status != "active" or not foreign(m, lesson):
+    for lesson, ok in load_many(deps, where, refresh=False):
+        if not ok or lesson.status != "active" or not foreign(deps, lesson):
             continue
         old = mine.get(lesson.id) or {}
         if not force and old.get("sig") == lesson.signature and old.get("verdict") != PENDING:
             continue
-        verdict, detail = judge(m, lesson)
+        verdict, detail = judge(deps, lesson)
         mine[lesson.id] = {
             "verdict": verdict,
             "sig": lesson.signature,
@@ -168,7 +168,7 @@ def revalidate(m: Mimir, *, force: bool = False) -> dict[str, str]:
         ):
             continue  # only news is audited: confirmed or contradicted here
         changed[lesson.id] = verdict
-        m.audit(
+        deps.audit(
             "revalidate",
             lesson.id,
             f"revalidated_{verdict}",
@@ -179,18 +179,20 @@ def revalidate(m: Mimir, *, force: bool = False) -> dict[str, str]:
                 "detail": detail[:300],
             },
         )
-        log_event(m.home, "revalidated", lesson=lesson.id, verdict=verdict)
-    if changed or mine != verdicts(m):
-        _save(m, mine)
+        log_event(deps.home, "revalidated", lesson=lesson.id, verdict=verdict)
+    if changed or mine != verdicts(deps):
+        _save(deps, mine)
     if changed:
-        refresh_digest(m)
+        refresh_digest(deps)
     return changed
 
 
-def confirmed_by(m: Mimir, lesson_id: str) -> list[str]:
+def confirmed_by(deps: Deps, lesson_id: str) -> list[str]:
     """Names of the installations whose local evidence confirmed the lesson (audit log)."""
     names: list[str] = []
-    for event in m.audit_log(lesson_id, limit=200):
+    from .api import audit_log
+
+    for event in audit_log(deps.store, lesson_id, limit=200):
         if event.event == f"revalidated_{CONFIRMED}":
             name = str(event.detail.get("by_name") or event.detail.get("by") or "")
             if name and name not in names:

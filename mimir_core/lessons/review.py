@@ -11,22 +11,22 @@ from .gate import breaker
 from .lifecycle import save
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
 
 
-def attributed(m: Mimir, lesson_id: str) -> list[Exp]:
+def attributed(deps: Deps, lesson_id: str) -> list[Exp]:
     """Experiences recorded with the lesson in context (``recalled_lesson_ids``)."""
-    return load_exps(m.store, Has("recalled_lesson_ids", lesson_id))
+    return load_exps(deps.store, Has("recalled_lesson_ids", lesson_id))
 
 
-def measure(m: Mimir, lesson: Lesson) -> tuple[Lesson, bool, GateResult]:
+def measure(deps: Deps, lesson: Lesson) -> tuple[Lesson, bool, GateResult]:
     """(lesson with fresh evidence, should trip?, breaker measurement); nothing is written."""
-    trigger_vec = m.embedder.embed_one(lesson.trigger)
-    avec = m.embedder.embed_one(lesson.action or lesson.rule)
+    trigger_vec = deps.embedder.embed_one(lesson.trigger)
+    avec = deps.embedder.embed_one(lesson.action or lesson.rule)
     key = str(lesson.provenance.get("action_key") or "")
-    _cen, topic = topic_of(m.store, lesson, trigger_vec)
+    _cen, topic = topic_of(deps.store, lesson, trigger_vec)
     fresh = apply_evidence(lesson.model_copy(deep=True), key, avec, topic)
-    attr = attributed(m, lesson.id)
+    attr = attributed(deps, lesson.id)
     with_ids = {e.id for e in attr}
     with_scores = [e.score for e in attr]
     with_scores += feedback_scores(lesson)
@@ -35,12 +35,12 @@ def measure(m: Mimir, lesson: Lesson) -> tuple[Lesson, bool, GateResult]:
     return fresh, trip, result
 
 
-def review(m: Mimir, lesson: Lesson, *, actor: str, cause: str) -> tuple[Lesson, bool]:
+def review(deps: Deps, lesson: Lesson, *, actor: str, cause: str) -> tuple[Lesson, bool]:
     """Update an admitted lesson's evidence; quarantine it if it credibly hurts (unless pinned).
 
     Returns (the saved lesson, whether it was quarantined now).
     """
-    fresh, trip, result = measure(m, lesson)
+    fresh, trip, result = measure(deps, lesson)
     changed = (
         fresh.supporting_ids != lesson.supporting_ids
         or fresh.contradicting_ids != lesson.contradicting_ids
@@ -49,7 +49,7 @@ def review(m: Mimir, lesson: Lesson, *, actor: str, cause: str) -> tuple[Lesson,
     if trip and not fresh.pinned and fresh.status == "active":
         fresh.status = "quarantined"
         saved = save(
-            m,
+            deps,
             fresh,
             actor=actor,
             event="quarantined",
@@ -65,11 +65,13 @@ def review(m: Mimir, lesson: Lesson, *, actor: str, cause: str) -> tuple[Lesson,
         )
         return saved, True
     if trip and fresh.pinned:
-        m.audit(actor, fresh.id, "breaker_ignored", {"reason": "pinned", "measured": result.detail})
+        deps.audit(
+            actor, fresh.id, "breaker_ignored", {"reason": "pinned", "measured": result.detail}
+        )
     if changed:
         return (
             save(
-                m,
+                deps,
                 fresh,
                 actor=actor,
                 event="evidence_updated",

@@ -26,7 +26,7 @@ from .revalidate import CONTRADICTED, here, verdicts
 from .storage import LESSON_COLUMNS, heads
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
 
 #: Minimum query–topic cosine for a lesson to be relevant.
 RELEVANCE_FLOOR = 0.45
@@ -70,7 +70,7 @@ def _check(query: object, k: object, min_confidence: object) -> None:
 
 
 def relevant_lessons(
-    m: Mimir,
+    deps: Deps,
     query: str,
     k: int = 5,
     *,
@@ -81,15 +81,15 @@ def relevant_lessons(
     _check(query, k, min_confidence)
     if scope is not None and not isinstance(scope, str):
         raise InvalidInputError("scope", f"must be a string; got {short(scope)}")
-    store = m.store
+    store = deps.store
     where: Filter = Eq("status", "active")
-    prefer = m.scope if scope is None else None
+    prefer = deps.scope if scope is None else None
     if scope not in (None, ALL_SCOPES):
-        key = scope_key(str(scope), m.redact_patterns)  # as records store it
+        key = scope_key(str(scope), deps.redact_patterns)  # as records store it
         where = And(where, Or(Eq("scope", key), Eq("scope", "")))
     if store.count(LESSONS, where) == 0:
         return []  # nothing to serve: don't even embed the query
-    qvec = m.embedder.embed_one(query)
+    qvec = deps.embedder.embed_one(query)
     rows = store.vector_search(
         LESSONS, qvec, where=where, limit=max(10 * k, CANDIDATES), columns=LESSON_COLUMNS
     )
@@ -103,19 +103,19 @@ def relevant_lessons(
     floor_conf = DEFAULT_MIN_CONFIDENCE if min_confidence is None else float(min_confidence)
     ranked: list[tuple[float, Lesson]] = []
     hd = heads(store, [str(r["id"]) for r in rows]) if rows else {}
-    trust.view(m, fresh=True)  # a revocation takes effect at this read
-    known = verdicts(m)
+    trust.view(deps, fresh=True)  # a revocation takes effect at this read
+    known = verdicts(deps)
     for row in rows:
         sim = max(1.0 - float(row["_distance"]), _member_sim(row, near))
         matched, words = terms.match(f"{row.get('trigger', '')} {row.get('rule', '')}")
         if not relevant(sim, matched, words, terms, SCORING):
             continue
-        lesson, ok = verified(m, row, known_heads=hd)
+        lesson, ok = verified(deps, row, known_heads=hd)
         if not ok or lesson.status != "active" or lesson.confidence < floor_conf:
             continue
         if _unsafe_advice(lesson):
             continue
-        if here(m, lesson, known)[0] == CONTRADICTED:  # local evidence contradicts it
+        if here(deps, lesson, known)[0] == CONTRADICTED:  # local evidence contradicts it
             continue
         score = hybrid_score(sim, matched, terms, 0.0, SCORING)
         if prefer is not None and lesson.scope not in ("", prefer):
@@ -149,7 +149,7 @@ def _member_sim(row: dict[str, Any], near: dict[str, float]) -> float:
 
 
 def context_block(
-    m: Mimir, query: str, *, budget_chars: int = 2000, scope: str | None = None
+    deps: Deps, query: str, *, budget_chars: int = 2000, scope: str | None = None
 ) -> str:
     """The fenced prompt block for ``query`` (``""`` when nothing relevant clears the bar):
     the relevant lessons, then the observations of past attempts on tasks like it
@@ -162,24 +162,28 @@ def context_block(
         raise InvalidInputError(
             "budget_chars", f"must be a positive integer; got {short(budget_chars)}"
         )
-    found = [le for _s, le in relevant_lessons(m, query, MAX_ITEMS, scope=scope)]
-    known = verdicts(m)
+    found = [le for _s, le in relevant_lessons(deps, query, MAX_ITEMS, scope=scope)]
+    known = verdicts(deps)
     items: list[dict[str, Any]] = [
         {
             "id": le.id,
             "kind": le.kind,
             "confidence": le.confidence,
             "rule": le.rule,
-            "from": here(m, le, known)[1],
+            "from": here(deps, le, known)[1],
         }
         for le in found
     ]
     covered = {normalise_action(le.action) for le in found if le.action}
-    observed = context_lines(m, query, scope=scope, skip=covered)
+    observed = context_lines(deps, query, scope=scope, skip=covered)
     shown = covered | {ln.key for ln in observed}
     extra: list[str] = []
-    rec = m.recommend(query, scope=scope)
-    wins = _successes(m, rec.evidence_ids) if rec is not None else []
+    from ..ingest.record import drain_pending
+    from ..search.recommend import recommend_in
+
+    drain_pending(deps)  # as Mimir.recommend does
+    rec = recommend_in(deps, query, scope=scope)
+    wins = _successes(deps, rec.evidence_ids) if rec is not None else []
     if (
         rec is not None
         and rec.confidence >= RECOMMEND_FLOOR
@@ -189,7 +193,7 @@ def context_block(
     ):
         # Said where it worked when none of it was here: another project's fix is a lead, not
         # this project's record (the observations' "worked here" lines are only ever this one's).
-        home = m.scope if scope is None else None
+        home = deps.scope if scope is None else None
         away = home is not None and all((e.scope or "") != home for e in wins)
         extra.append(
             f"past attempts suggest: {quoted(rec.action)} (worked {rec.successes:g} of "
@@ -200,9 +204,9 @@ def context_block(
     return render_block(items, budget_chars, extra=extra, observations=[ln.text for ln in observed])
 
 
-def _successes(m: Mimir, ids: list[str]) -> list[Experience]:
+def _successes(deps: Deps, ids: list[str]) -> list[Experience]:
     """The successful experiences among ``ids`` (a recommendation's evidence)."""
-    return [e for e in m._get_many(ids) if e.outcome == "success"]
+    return [e for e in deps.get_many(ids) if e.outcome == "success"]
 
 
 def _independent_sessions(wins: list[Experience]) -> int:

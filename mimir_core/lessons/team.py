@@ -23,7 +23,7 @@ from .team_verify import signer
 from .trust import TrustError, TrustList
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
 
 
 @dataclass
@@ -34,27 +34,27 @@ class Untrusted:
     reason: str
 
 
-def whoami(m: Mimir) -> dict[str, str]:
+def whoami(deps: Deps) -> dict[str, str]:
     """This installation's author key (published in the store, so an admin can add it)."""
-    me = trust.publish(m) if trust.present(m) else author_key(m)
+    me = trust.publish(deps) if trust.present(deps) else author_key(deps)
     return {"id": me.key_id, "name": me.name, "public_key": me.public_b64}
 
 
-def init(m: Mimir, *, name: str | None = None) -> TrustList:
+def init(deps: Deps, *, name: str | None = None) -> TrustList:
     """Make this installation the team's admin: create the admin key and a trust list trusting
     this installation's author key. Lessons that verify under this installation's HMAC key
     and carry no author signature yet are signed by its author key first (the migration of a
     single-machine store): nothing else changes, and they keep verifying."""
-    raw = trust.read_raw(m)
+    raw = trust.read_raw(deps)
     if raw is not None:
         tl = trust.parse(raw)
-        admin = trust.admin_key(m)  # raises: another installation administers this store
+        admin = trust.admin_key(deps)  # raises: another installation administers this store
         if tl.admin != admin.key_id:
             raise TrustError(f"this store already has a trust list (admin {tl.admin[:12]})")
         return tl
-    endorsed = endorse_legacy(m)
-    admin = trust.admin_key(m, create=True)
-    me = author_key(m)
+    endorsed = endorse_legacy(deps)
+    admin = trust.admin_key(deps, create=True)
+    me = author_key(deps)
     tl = TrustList(
         version=1,
         admin=admin.key_id,
@@ -62,55 +62,55 @@ def init(m: Mimir, *, name: str | None = None) -> TrustList:
         keys={me.key_id: trust.new_entry(me.public_b64, name or me.name)},
         issued_at=time.time(),
     )
-    trust._write(m, admin, tl)
-    trust.publish(m)
-    m.audit(
+    trust._write(deps, admin, tl)
+    trust.publish(deps)
+    deps.audit(
         "trust", admin.key_id, "trust_list_created", {"trusted": [me.key_id], "endorsed": endorsed}
     )
-    log_event(m.home, "trust_list_created", admin=admin.key_id, endorsed=endorsed)
-    refresh_digest(m)
+    log_event(deps.home, "trust_list_created", admin=admin.key_id, endorsed=endorsed)
+    refresh_digest(deps)
     return tl
 
 
-def endorse_legacy(m: Mimir) -> int:
+def endorse_legacy(deps: Deps) -> int:
     """Sign, with this installation's author key, the lessons that verify under its HMAC key
     but carry no author signature (their content, signature and time unchanged)."""
-    me = author_key(m)
-    key = signing_key(m)
+    me = author_key(deps)
+    key = signing_key(deps)
     count = 0
-    for row in select_rows(m.store, None):
+    for row in select_rows(deps.store, None):
         if signer(row) is not None:
             continue
-        lesson, ok = verified(m, row, refresh=False)
+        lesson, ok = verified(deps, row, refresh=False)
         if not ok:
             continue
         new = bind(dict(row), key, me)
         where = And(Eq("id", lesson.id), Eq("signature", str(row["signature"])))
-        m.store.update(LESSONS, where, {"payload": new["payload"]})
+        deps.store.update(LESSONS, where, {"payload": new["payload"]})
         count += 1
     return count
 
 
-def add(m: Mimir, who: str, *, name: str | None = None) -> dict[str, Any]:
+def add(deps: Deps, who: str, *, name: str | None = None) -> dict[str, Any]:
     """Trust a key (by id, published in the store, or by its base64 public key)."""
-    admin = trust.admin_key(m)
-    tl = trust.current(m, admin)
-    kid, pub, published = trust.resolve(m, who)
+    admin = trust.admin_key(deps)
+    tl = trust.current(deps, admin)
+    kid, pub, published = trust.resolve(deps, who)
     entry = trust.new_entry(pub, name or published or kid[:12])
     tl.keys[kid] = entry
     tl.version += 1
     tl.issued_at = time.time()
-    trust._write(m, admin, tl)
-    m.audit("trust", kid, "key_trusted", {"name": entry["name"], "version": tl.version})
-    log_event(m.home, "key_trusted", key=kid, version=tl.version)
-    refresh_digest(m)
+    trust._write(deps, admin, tl)
+    deps.audit("trust", kid, "key_trusted", {"name": entry["name"], "version": tl.version})
+    log_event(deps.home, "key_trusted", key=kid, version=tl.version)
+    refresh_digest(deps)
     return dict(entry, id=kid)
 
 
-def signed_by(m: Mimir, kid: str) -> list[str]:
+def signed_by(deps: Deps, kid: str) -> list[str]:
     """Ids of the lessons whose current version ``kid`` signed, or that it first wrote."""
     out = []
-    for row in select_rows(m.store, None):
+    for row in select_rows(deps.store, None):
         if signer(row) == kid:
             out.append(str(row["id"]))
             continue
@@ -123,14 +123,14 @@ def signed_by(m: Mimir, kid: str) -> list[str]:
     return sorted(out)
 
 
-def revoke(m: Mimir, kid: str, *, reason: str) -> dict[str, Any]:
+def revoke(deps: Deps, kid: str, *, reason: str) -> dict[str, Any]:
     """Revoke a key: its lessons stop being served on every machine at its next read. One
     audited step: the new list version and one audit entry naming every lesson it retired."""
-    admin = trust.admin_key(m)
-    tl = trust.current(m, admin)
+    admin = trust.admin_key(deps)
+    tl = trust.current(deps, admin)
     entry = tl.keys.get(kid)
     if entry is None:
-        published = trust.registry(m).get(kid)
+        published = trust.registry(deps).get(kid)
         if published is None:
             raise TrustError(f"key {kid!r} is neither on the trust list nor published here")
         entry = trust.new_entry(str(published["p"]), str(published.get("name") or kid[:12]))
@@ -139,38 +139,38 @@ def revoke(m: Mimir, kid: str, *, reason: str) -> dict[str, Any]:
     tl.keys[kid] = entry
     tl.version += 1
     tl.issued_at = now
-    retired = signed_by(m, kid)
-    trust._write(m, admin, tl)
+    retired = signed_by(deps, kid)
+    trust._write(deps, admin, tl)
     detail = {"name": entry["name"], "reason": reason, "version": tl.version, "lessons": retired}
-    m.audit("trust", kid, "key_revoked", detail)
-    log_event(m.home, "key_revoked", key=kid, lessons=len(retired))
-    refresh_digest(m)
+    deps.audit("trust", kid, "key_revoked", detail)
+    log_event(deps.home, "key_revoked", key=kid, lessons=len(retired))
+    refresh_digest(deps)
     return dict(entry, id=kid, p=None, lessons=retired)
 
 
-def pin(m: Mimir, admin_id: str) -> None:
+def pin(deps: Deps, admin_id: str) -> None:
     """Accept only trust lists signed by this admin key (before the first one is seen)."""
     if not isinstance(admin_id, str) or len(admin_id) != 32:
         from ..errors import InvalidInputError
 
         raise InvalidInputError("admin", f"must be a 32-character key id; got {admin_id!r}")
-    trust._save_state(m, {"admin": admin_id, "version": 0, "problem": None})
-    m._trust_cache = None
+    trust._save_state(deps, {"admin": admin_id, "version": 0, "problem": None})
+    deps.state.trust_cache = None
 
 
-def untrusted(m: Mimir) -> list[Untrusted]:
+def untrusted(deps: Deps) -> list[Untrusted]:
     """Lessons not served here because of who signed them, or because local evidence
     contradicted them (:mod:`.revalidate`), with the reason."""
     from . import lifecycle
     from .revalidate import CONTRADICTED, verdicts
 
-    local = verdicts(m)
-    if trust.view(m, fresh=True) is None and all(
+    local = verdicts(deps)
+    if trust.view(deps, fresh=True) is None and all(
         v.get("verdict") != CONTRADICTED for v in local.values()
     ):
         return []  # a single-machine store with nothing quarantined here: no scan
-    found = load_many(m, None, refresh=False)
-    why = lifecycle.untrusted(m)
+    found = load_many(deps, None, refresh=False)
+    why = lifecycle.untrusted(deps)
     out = []
     for lesson, _ok in found:
         if lesson.id in why:
@@ -183,39 +183,39 @@ def untrusted(m: Mimir) -> list[Untrusted]:
     return out
 
 
-def provenance(m: Mimir, lesson: Lesson) -> dict[str, Any]:
+def provenance(deps: Deps, lesson: Lesson) -> dict[str, Any]:
     """Who wrote and last signed ``lesson``, whether that is trusted here, and where local
     evidence confirmed it (``mimir show``, the UI)."""
     from . import lifecycle
     from .revalidate import author_name, confirmed_by, here
     from .storage import rows_by_id
 
-    rows = rows_by_id(m.store, [lesson.id])
+    rows = rows_by_id(deps.store, [lesson.id])
     kid = signer(rows[0]) if rows else None
-    tv = trust.view(m)
-    me = author_key(m).key_id
-    why = lifecycle.untrusted(m).get(lesson.id)
+    tv = trust.view(deps)
+    me = author_key(deps).key_id
+    why = lifecycle.untrusted(deps).get(lesson.id)
     if why is not None:
         status = "untrusted"
     elif tv is None:
         status = "single-machine (HMAC)"
     else:
         status = "own key" if kid == me else "trusted"
-    verdict, tag = here(m, lesson)
+    verdict, tag = here(deps, lesson)
     origin = lesson.provenance.get("author")
     return {
         "author": origin or kid or me,
-        "author_name": author_name(m, lesson) if origin else "this installation",
+        "author_name": author_name(deps, lesson) if origin else "this installation",
         "signed_by": kid,
         "signed_by_name": tv.name(kid) if tv is not None and kid else None,
         "trust": status,
         "reason": why,
         "here": verdict,
         "tag": tag,
-        "confirmed_by": confirmed_by(m, lesson.id),
+        "confirmed_by": confirmed_by(deps, lesson.id),
     }
 
 
-def listing(m: Mimir) -> list[dict[str, Any]]:
+def listing(deps: Deps) -> list[dict[str, Any]]:
     """The trust list's keys and the published keys not on it (``unlisted``), for display."""
-    return [{k: v for k, v in e.items() if k != "p"} for e in trust.entries(m)]
+    return [{k: v for k, v in e.items() if k != "p"} for e in trust.entries(deps)]

@@ -27,7 +27,7 @@ from .storage import _CHECKED, AUTHOR_SIG, ROW_MAC, content_message, placement_m
 from .trust import TrustView
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
 
 log = logging.getLogger("mimir.lessons")
 
@@ -80,12 +80,12 @@ def check_row(row: dict[str, Any], tv: TrustView) -> tuple[Lesson, bool, str | N
     return lesson, bool(ok), None
 
 
-def by_trusted_author(m: Mimir, row: dict[str, Any]) -> bool:
+def by_trusted_author(deps: Deps, row: dict[str, Any]) -> bool:
     """Whether an imported row's content is signed by a key this store's trust list trusts
     (its placement is re-derived here; without a trust list only ``resign`` trusts a file)."""
     from . import trust
 
-    tv = trust.view(m, fresh=True)
+    tv = trust.view(deps, fresh=True)
     if tv is None:
         return False
     try:

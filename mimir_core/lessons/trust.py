@@ -32,7 +32,7 @@ from .authors import ADMIN_FILE, AuthorKey, key_id_of, load_or_create, public_of
 from .sign import canonical
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
 
 TRUST_KEY = "team_trust_list"
 #: Public keys installations publish so an admin can add them by id (``author_key:<id>``).
@@ -117,9 +117,9 @@ class TrustView:
 # -- reading -----------------------------------------------------------------------------------
 
 
-def read_raw(m: Mimir) -> str | None:
+def read_raw(deps: Deps) -> str | None:
     """The stored trust list document (``None``: this store has none)."""
-    store = m.store
+    store = deps.store
     # as Store.meta: a store being created has no meta table yet, so no trust list either
     if META not in store._tables and META not in store._table_names():
         return None
@@ -154,34 +154,34 @@ def state_path(home: Path) -> Path:
     return home.joinpath(*STATE_FILE)
 
 
-def _state(m: Mimir) -> dict[str, Any]:
+def _state(deps: Deps) -> dict[str, Any]:
     try:
-        data = json.loads(state_path(m.home).read_text("utf-8"))
-        got = data.get(str(m.store_uri))
+        data = json.loads(state_path(deps.home).read_text("utf-8"))
+        got = data.get(str(deps.store_uri))
         return got if isinstance(got, dict) else {}
     except (OSError, ValueError, AttributeError):
         return {}
 
 
-def _save_state(m: Mimir, values: dict[str, Any]) -> None:
-    path = state_path(m.home)
+def _save_state(deps: Deps, values: dict[str, Any]) -> None:
+    path = state_path(deps.home)
     try:
         data = json.loads(path.read_text("utf-8"))
         if not isinstance(data, dict):
             data = {}
     except (OSError, ValueError):
         data = {}
-    data[str(m.store_uri)] = dict(data.get(str(m.store_uri)) or {}, **values)
+    data[str(deps.store_uri)] = dict(data.get(str(deps.store_uri)) or {}, **values)
     ensure_private_dir(path.parent)
     replace_file(path, json.dumps(data, indent=1, sort_keys=True).encode("utf-8"))
 
 
-def present(m: Mimir) -> bool:
+def present(deps: Deps) -> bool:
     """Whether the store has a trust list (team mode); cached with the view."""
-    return view(m) is not None
+    return view(deps) is not None
 
 
-def view(m: Mimir, *, fresh: bool = False) -> TrustView | None:
+def view(deps: Deps, *, fresh: bool = False) -> TrustView | None:
     """This installation's trust view of the store (``None``: no trust list, single-machine).
 
     Re-read when older than :data:`CACHE_SECONDS`, or at once with ``fresh`` on a team store
@@ -189,19 +189,19 @@ def view(m: Mimir, *, fresh: bool = False) -> TrustView | None:
     costs no extra read). A newer valid list moves the pinned version on (and rewrites the
     hooks' digest: a revocation reaches the prompt at this machine's next read).
     """
-    cached = getattr(m, "_trust_cache", None)
+    cached = deps.state.trust_cache
     now = time.monotonic()
     if cached is not None and now - cached[0] < CACHE_SECONDS and (not fresh or cached[1] is None):
         return cached[1]  # type: ignore[no-any-return]
-    raw = read_raw(m)
+    raw = read_raw(deps)
     if raw is None:
-        m._trust_cache = (now, None)
+        deps.state.trust_cache = (now, None)
         return None
     from .lifecycle import author_key, log_event
 
-    me = author_key(m)
+    me = author_key(deps)
     out = TrustView(me.key_id, me.public, None)
-    state = _state(m)
+    state = _state(deps)
     changed = False
     try:
         tl = parse(raw)
@@ -214,27 +214,27 @@ def view(m: Mimir, *, fresh: bool = False) -> TrustView | None:
         if tl.version < seen:
             raise TrustError(f"it is version {tl.version}, older than version {seen} seen here")
         if not pinned:
-            log_event(m.home, "trust_admin_pinned", admin=tl.admin, first_use=True)
+            log_event(deps.home, "trust_admin_pinned", admin=tl.admin, first_use=True)
         if not pinned or tl.version > seen:
-            _save_state(m, {"admin": tl.admin, "version": tl.version})
+            _save_state(deps, {"admin": tl.admin, "version": tl.version})
             changed = bool(seen)
         out.listed = tl
     except TrustError as exc:
         out.problem = str(exc)
         if state.get("problem") != out.problem:
-            log_event(m.home, "trust_list_refused", error=out.problem)
-            _save_state(m, {"problem": out.problem})
-    m._trust_cache = (now, out)
+            log_event(deps.home, "trust_list_refused", error=out.problem)
+            _save_state(deps, {"problem": out.problem})
+    deps.state.trust_cache = (now, out)
     if changed:
         from .lifecycle import refresh_digest
 
-        refresh_digest(m)
+        refresh_digest(deps)
     return out
 
 
-def registry(m: Mimir) -> dict[str, dict[str, Any]]:
+def registry(deps: Deps) -> dict[str, dict[str, Any]]:
     """Public keys installations published in the store, by id (self-claimed names)."""
-    rows = m.store.select(META, Like("key", REGISTRY_PREFIX + "%"), ["key", "value"])
+    rows = deps.store.select(META, Like("key", REGISTRY_PREFIX + "%"), ["key", "value"])
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
         try:
@@ -247,43 +247,43 @@ def registry(m: Mimir) -> dict[str, dict[str, Any]]:
     return out
 
 
-def publish(m: Mimir) -> AuthorKey:
+def publish(deps: Deps) -> AuthorKey:
     """Publish this installation's public key in the store (so an admin can add it by id)."""
     from .lifecycle import author_key
 
-    me = author_key(m)
+    me = author_key(deps)
     value = json.dumps({"p": me.public_b64, "name": me.name}, sort_keys=True)
-    m.store.set_meta({REGISTRY_PREFIX + me.key_id: value})
+    deps.store.set_meta({REGISTRY_PREFIX + me.key_id: value})
     return me
 
 
 # -- administering -----------------------------------------------------------------------------
 
 
-def admin_key(m: Mimir, *, create: bool = False) -> AuthorKey:
+def admin_key(deps: Deps, *, create: bool = False) -> AuthorKey:
     from .authors import read_key
 
     if create:
-        return load_or_create(m.home, ADMIN_FILE)
-    got = read_key(m.home, ADMIN_FILE)
+        return load_or_create(deps.home, ADMIN_FILE)
+    got = read_key(deps.home, ADMIN_FILE)
     if got is None:
         raise TrustError(
-            f"no team admin key in {m.home.joinpath(*ADMIN_FILE)}: run this on the admin's "
+            f"no team admin key in {deps.home.joinpath(*ADMIN_FILE)}: run this on the admin's "
             "installation (`mimir trust init` made it there)"
         )
     return got
 
 
-def _write(m: Mimir, admin: AuthorKey, tl: TrustList) -> None:
+def _write(deps: Deps, admin: AuthorKey, tl: TrustList) -> None:
     doc = tl.doc()
     value = json.dumps({"doc": doc, "sig": admin.sign(_message(doc))}, sort_keys=True)
-    m.store.set_meta({TRUST_KEY: value})
-    _save_state(m, {"admin": admin.key_id, "version": tl.version, "problem": None})
-    m._trust_cache = None
+    deps.store.set_meta({TRUST_KEY: value})
+    _save_state(deps, {"admin": admin.key_id, "version": tl.version, "problem": None})
+    deps.state.trust_cache = None
 
 
-def current(m: Mimir, admin: AuthorKey) -> TrustList:
-    raw = read_raw(m)
+def current(deps: Deps, admin: AuthorKey) -> TrustList:
+    raw = read_raw(deps)
     if raw is None:
         raise TrustError("this store has no trust list yet: run `mimir trust init` first")
     tl = parse(raw)
@@ -295,14 +295,14 @@ def current(m: Mimir, admin: AuthorKey) -> TrustList:
     return tl
 
 
-def entries(m: Mimir) -> list[dict[str, Any]]:
+def entries(deps: Deps) -> list[dict[str, Any]]:
     """The trust list's keys (with ``id``), plus published keys not on it (``unlisted``)."""
-    tv = view(m, fresh=True)
+    tv = view(deps, fresh=True)
     out: list[dict[str, Any]] = []
     listed = tv.listed.keys if tv is not None and tv.listed is not None else {}
     for kid, e in sorted(listed.items()):
         out.append(dict(e, id=kid, p=None))
-    for kid, e in sorted(registry(m).items()):
+    for kid, e in sorted(registry(deps).items()):
         if kid not in listed:
             out.append({"id": kid, "name": e.get("name", ""), "status": "unlisted"})
     return out
@@ -312,13 +312,13 @@ def new_entry(public: str, name: str) -> dict[str, Any]:
     return {"p": public, "name": name, "status": "trusted", "since": time.time()}
 
 
-def resolve(m: Mimir, who: str) -> tuple[str, str, str]:
+def resolve(deps: Deps, who: str) -> tuple[str, str, str]:
     """(key id, public key, published name) of a key given by id (published in the store, or
     already listed) or as a base64 public key."""
     raw = unb64(who)
     if raw is not None and len(raw) == 32:
         return key_id_of(raw), who, ""
-    pub = registry(m).get(who)
+    pub = registry(deps).get(who)
     if pub is None:
         raise TrustError(
             f"key {who!r} is not published in this store: on that installation run "

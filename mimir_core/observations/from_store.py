@@ -24,7 +24,7 @@ from .policy import Line, task_start_lines
 from .tally import Tallies
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
     from ..types import Experience
 
 log = logging.getLogger("mimir.observations")
@@ -50,7 +50,7 @@ TOPICS_KEPT = 4 * ad.MAX_TASKS
 
 
 def context_lines(
-    m: Mimir, query: str, *, scope: str | None = None, skip: Collection[str] = ()
+    deps: Deps, query: str, *, scope: str | None = None, skip: Collection[str] = ()
 ) -> list[Line]:
     """The observations for ``query`` (see the module doc). ``scope``: ``None`` tallies this
     instance's project as "here" and the others apart, ``"*"`` every project as "here", any
@@ -58,22 +58,22 @@ def context_lines(
     from ..ingest.validate import scope_key
 
     where = LIVE
-    here_scope: str | None = m.scope
+    here_scope: str | None = deps.scope
     if scope == ALL_SCOPES:
         here_scope = None
     elif scope is not None:
-        here_scope = scope_key(scope, m.redact_patterns)
+        here_scope = scope_key(scope, deps.redact_patterns)
         where = And(LIVE, Eq("scope", here_scope))
-    if m.store.count(EXPERIENCES) == 0:
+    if deps.store.count(EXPERIENCES) == 0:
         return []
     here, elsewhere = Tallies(), Tallies()
-    for row in on_topic(m, m.embedder.embed_one(query), where):
+    for row in on_topic(deps, deps.embedder.embed_one(query), where):
         mine = here_scope is None or (row.get("scope") or "") == here_scope
         (here if mine else elsewhere).add_record(row)
     return task_start_lines(here, elsewhere, skip=skip)
 
 
-def on_topic(m: Mimir, qvec: Any, where: Filter) -> list[dict[str, Any]]:
+def on_topic(deps: Deps, qvec: Any, where: Filter) -> list[dict[str, Any]]:
     """The experiences within :data:`TOPIC_FLOOR` of ``qvec``, as documents.
 
     One action repeated many times (a looping agent, or a source forging records) must not
@@ -85,10 +85,10 @@ def on_topic(m: Mimir, qvec: Any, where: Filter) -> list[dict[str, Any]]:
     skipped: list[str] = []
     for _round in range(ROUNDS):
         clause = where if not skipped else And(where, Not(In("action", skipped)))
-        rows = m.store.vector_search(
+        rows = deps.store.vector_search(
             EXPERIENCES, qvec, where=clause, limit=CANDIDATES, columns=["_rowid", DOC]
         )
-        rows = m.store.expand_docs(rows)
+        rows = deps.store.expand_docs(rows)
         near = [r for r in rows if 1.0 - float(r["_distance"]) >= TOPIC_FLOOR]
         for row in near:
             if row["id"] not in found:
@@ -104,7 +104,7 @@ def on_topic(m: Mimir, qvec: Any, where: Filter) -> list[dict[str, Any]]:
 
 
 def tool_lines(
-    m: Mimir, action: str, *, task: str | None, scope: str | None, failed: bool
+    deps: Deps, action: str, *, task: str | None, scope: str | None, failed: bool
 ) -> list[Line]:
     """The repeat guard (``failed=False``: ``action`` is about to run) or the note right after
     it failed (``failed=True``; the failure is not stored yet), for an in-process host: this
@@ -118,15 +118,15 @@ def tool_lines(
     if not akey:
         return []
     by_scope = None
-    here_scope = m.scope if scope is None else (None if scope == ALL_SCOPES else scope)
+    here_scope = deps.scope if scope is None else (None if scope == ALL_SCOPES else scope)
     if here_scope is not None:
         from ..ingest.validate import scope_key
 
-        by_scope = Eq("scope", scope_key(here_scope, m.redact_patterns))
+        by_scope = Eq("scope", scope_key(here_scope, deps.redact_patterns))
     where: Filter = LIVE if by_scope is None else And(LIVE, by_scope)
-    qvec = m.embedder.embed_one(task) if task else None
+    qvec = deps.embedder.embed_one(task) if task else None
     own = find_attempts(
-        m.store,
+        deps.store,
         action,
         where=where,
         match="exact",
@@ -141,7 +141,7 @@ def tool_lines(
         mine.add_record(_record(hit.experience))
     tasks = Tallies()
     if qvec is not None:
-        for row in on_topic(m, qvec, where):
+        for row in on_topic(deps, qvec, where):
             tasks.add_record(row)
     tally = mine.get(akey)
     if tally is not None:
@@ -171,7 +171,7 @@ def _record(exp: Experience) -> dict[str, Any]:
 
 
 def fold(
-    m: Mimir,
+    deps: Deps,
     experiences: Sequence[Experience],
     vectors: Sequence[Any] = (),
     *,
@@ -181,7 +181,7 @@ def fold(
     projects' digests. Only where hooks read digests (the directory exists, or ``create``: the
     spool's drain); a project without a digest yet gets one rebuilt from the store. Best
     effort: a failure is logged."""
-    directory = ad.digest_dir(m.spool_dir)
+    directory = ad.digest_dir(deps.spool_dir)
     if not create and not directory.is_dir():
         return
     by_scope: dict[str, list[dict[str, Any]]] = {}
@@ -195,20 +195,20 @@ def fold(
     try:
         from ..lessons.lifecycle import signing_key
 
-        key = signing_key(m)
+        key = signing_key(deps)
         for scope, records in by_scope.items():
-            path = ad.paths(m.spool_dir, scope)[0]
-            topics = Topics(m.spool_dir, scope)
+            path = ad.paths(deps.spool_dir, scope)[0]
+            topics = Topics(deps.spool_dir, scope)
             if path.exists() and len(topics) <= TOPICS_KEPT:
                 assign = topics.assigner(task_vectors.get(scope, {}))
-                ad.update(m.spool_dir, scope, records, key, assign=assign)
+                ad.update(deps.spool_dir, scope, records, key, assign=assign)
             else:
-                rebuild(m, [scope])
+                rebuild(deps, [scope])
     except Exception as exc:  # the hooks' view lags; the store has every record
         log.warning("could not update the attempts digest: %s: %s", type(exc).__name__, exc)
 
 
-def rebuild(m: Mimir, scopes: Sequence[str] | None = None) -> int:
+def rebuild(deps: Deps, scopes: Sequence[str] | None = None) -> int:
     """Rebuild the digests of ``scopes`` (``None``: every project that has one) from the
     store's newest experiences, their topics anew; returns how many were written."""
     import numpy as np
@@ -216,11 +216,11 @@ def rebuild(m: Mimir, scopes: Sequence[str] | None = None) -> int:
     from ..lessons.lifecycle import signing_key
 
     if scopes is None:
-        scopes = existing_scopes(m)
-    key = signing_key(m)
+        scopes = existing_scopes(deps)
+    key = signing_key(deps)
     done = 0
     for scope in scopes:
-        rows = m.store.select(
+        rows = deps.store.select(
             EXPERIENCES,
             And(Eq("scope", scope), LIVE),
             [DOC, "vector"],
@@ -232,9 +232,11 @@ def rebuild(m: Mimir, scopes: Sequence[str] | None = None) -> int:
             ad.normalise_task(str(doc.get("task") or "")): np.asarray(vec, dtype=np.float32)
             for doc, vec in found
         }
-        topics = Topics(m.spool_dir, scope, fresh=True)
+        topics = Topics(deps.spool_dir, scope, fresh=True)
         records = [doc for doc, _vec in found]
-        ad.update(m.spool_dir, scope, records, key, rebuild=True, assign=topics.assigner(vectors))
+        ad.update(
+            deps.spool_dir, scope, records, key, rebuild=True, assign=topics.assigner(vectors)
+        )
         done += 1
     return done
 
@@ -315,13 +317,13 @@ def _document(row: Mapping[str, Any]) -> dict[str, Any] | None:
     return doc
 
 
-def existing_scopes(m: Mimir) -> list[str]:
+def existing_scopes(deps: Deps) -> list[str]:
     """The projects that have a digest file (its signature is not checked: it is about to be
     rebuilt from the store either way)."""
     import json
 
     out: list[str] = []
-    for path in sorted(ad.digest_dir(m.spool_dir).glob("*.json")):
+    for path in sorted(ad.digest_dir(deps.spool_dir).glob("*.json")):
         try:
             scope = json.loads(path.read_bytes()).get("scope")
         except (OSError, ValueError, AttributeError):

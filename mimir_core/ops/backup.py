@@ -57,7 +57,7 @@ from ..types import Experience, Lesson
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..memory import Mimir
+    from ..deps import Deps
 
 log = logging.getLogger("mimir.backup")
 
@@ -114,9 +114,9 @@ _ORDER = {
 }
 
 
-def _tables(m: Mimir, with_vectors: bool) -> dict[str, pa.Table]:
+def _tables(deps: Deps, with_vectors: bool) -> dict[str, pa.Table]:
     """Each kind's rows as one sorted Arrow table (read once: the counts go in the header)."""
-    store = m.store
+    store = deps.store
     vec = ["vector", "action_vector"] if with_vectors else []
     lesson_cols = [c for c in store.lesson_columns() if c != "text"]
     tables = {
@@ -158,12 +158,12 @@ def _records(kind: str, table: pa.Table, with_vectors: bool) -> Iterator[dict[st
 
 
 def export_store(
-    m: Mimir,
+    deps: Deps,
     out: str | os.PathLike[str] | IO[bytes],
     *,
     with_vectors: bool = False,
 ) -> ExportReport:
-    """Write every experience, lesson, audit entry and kv document of ``m``'s store as JSONL.
+    """Write every experience, lesson, audit entry and kv document of ``deps``' store as JSONL.
 
     ``out`` is a path (written atomically, mode 0600: a temporary file renamed into place; an
     existing FIFO or character device such as ``/dev/stdout`` is written through, a symbolic
@@ -174,16 +174,17 @@ def export_store(
     """
     from .. import __version__
     from ..ingest import spool as _spool
+    from ..ingest.record import ingest
 
-    if _spool.has_pending(m.spool_dir):
+    if _spool.has_pending(deps.spool_dir):
         try:
-            m.ingest(compact=False)
+            ingest(deps, compact=False)
         except MimirError as exc:  # export what is stored; the spool stays for the next drain
             log.warning("exporting without the records still in the capture spool: %s", exc)
-    tables = _tables(m, bool(with_vectors))
+    tables = _tables(deps, bool(with_vectors))
     counts = {k: int(t.num_rows) for k, t in tables.items()}
-    meta = m.store.meta()
-    emb = m.embedder
+    meta = deps.store.meta()
+    emb = deps.embedder
     header = {
         "format": FORMAT,
         "version": FORMAT_VERSION,
@@ -291,8 +292,8 @@ def _write_atomic(path: Path, lines: Iterator[bytes]) -> tuple[int, bytes]:
 class _Reader:
     """Reads an export: header, records (validated and prepared for writing), trailer."""
 
-    def __init__(self, m: Mimir, path: Path) -> None:
-        self.m = m
+    def __init__(self, deps: Deps, path: Path) -> None:
+        self.deps = deps
         self.path = path
         self.header: dict[str, Any] = {}
         self.use_vectors = False
@@ -322,7 +323,7 @@ class _Reader:
         emb = obj.get("embedder")
         if not isinstance(emb, dict) or not isinstance(obj.get("counts"), dict):
             raise self.fail(1, "the header has no 'embedder' or 'counts' object")
-        mine = self.m.embedder  # the variant the store's own vectors came from
+        mine = self.deps.embedder  # the variant the store's own vectors came from
         self.use_vectors = bool(obj.get("with_vectors")) and (
             emb.get("name") == mine.name and emb.get("dim") == mine.dim
         )
@@ -403,7 +404,7 @@ class _Reader:
     def _vector(self, field: str, value: object) -> list[float] | None:
         if not self.use_vectors or value is None:
             return None
-        dim = self.m.embedder.dim
+        dim = self.deps.embedder.dim
         if (
             not isinstance(value, list)
             or len(value) != dim
@@ -424,7 +425,7 @@ class _Reader:
             raise InvalidInputError("created_at", "is missing")
         exp = build_experience(
             **{name: obj.get(name) for name in RECORD_FIELDS},
-            extra_patterns=self.m.redact_patterns,
+            extra_patterns=self.deps.redact_patterns,
         )
         exp.id = ident
         exp.superseded_by = _optional_id("superseded_by", obj.get("superseded_by"))
@@ -542,9 +543,9 @@ class _Reader:
 
 
 def import_store(
-    m: Mimir, path: str | os.PathLike[str], *, resign: bool = False, batch: int = BATCH
+    deps: Deps, path: str | os.PathLike[str], *, resign: bool = False, batch: int = BATCH
 ) -> ImportReport:
-    """Import an export written by :func:`export_store` into ``m``'s store.
+    """Import an export written by :func:`export_store` into ``deps``' store.
 
     The whole file is checked first (header and format version, every line, counts, sha256):
     a problem raises :class:`~mimir_core.errors.BackupError` naming the line and writes nothing.
@@ -562,10 +563,10 @@ def import_store(
     report.present = {k: 0 for k in KINDS}
     # Validate everything before writing anything. The records, once validated and redacted,
     # wait in an anonymous temporary file (0600, gone on close): redaction runs once per record.
-    writer = _Writer(m, report, resign=bool(resign))
+    writer = _Writer(deps, report, resign=bool(resign))
     try:
         with tempfile.TemporaryFile() as checked:
-            for _lineno, kind, rec in _Reader(m, file).lines():
+            for _lineno, kind, rec in _Reader(deps, file).lines():
                 checked.write(_line({"kind": kind, "rec": rec}))
             checked.seek(0)
             pending: list[dict[str, Any]] = []
@@ -585,15 +586,15 @@ def import_store(
     writer.finish()
     from ..lessons.consolidate import _revalidate
 
-    _revalidate(m)  # another author's lessons: judged on this installation's evidence
+    _revalidate(deps)  # another author's lessons: judged on this installation's evidence
     return report
 
 
 class _Writer:
     """Writes prepared records, skipping those the store already has."""
 
-    def __init__(self, m: Mimir, report: ImportReport, *, resign: bool) -> None:
-        self.m = m
+    def __init__(self, deps: Deps, report: ImportReport, *, resign: bool) -> None:
+        self.deps = deps
         self.report = report
         self.resign = resign
         self.active_added = False
@@ -602,7 +603,7 @@ class _Writer:
         getattr(self, f"_{kind}")(recs)
 
     def _present(self, table: str, column: str, values: Sequence[str]) -> set[str]:
-        found = self.m.store.select(table, In(column, values), [column])
+        found = self.deps.store.select(table, In(column, values), [column])
         return {str(r[column]) for r in found}
 
     def _missing(self, table: str, kind: str, recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -631,7 +632,7 @@ class _Writer:
         self.report.present["experience"] += len(recs) - len(fresh)
         if not fresh:
             return
-        emb = self.m.embedder
+        emb = self.deps.embedder
         todo = [r for r in fresh if r["vector"] is None]
         if todo:
             vecs = emb.embed([r["exp"].task for r in todo] + [r["exp"].action for r in todo])
@@ -643,7 +644,7 @@ class _Writer:
             exp: Experience = r["exp"]
             exp.embed_model = emb.name
             rows.append(experience_row(exp, r["vector"], r["action_vector"]))
-        added = self.m.store.insert_new(EXPERIENCES, rows)
+        added = self.deps.store.insert_new(EXPERIENCES, rows)
         self.report.added["experience"] += len(added)
         self.report.present["experience"] += len(rows) - len(added)  # a concurrent import's
 
@@ -658,7 +659,7 @@ class _Writer:
         fresh = self._missing(LESSONS, "lesson", recs)
         if not fresh:
             return
-        key = signing_key(self.m)
+        key = signing_key(self.deps)
         rows: list[dict[str, Any]] = []
         signed_ok: list[Lesson] = []  # verified or re-signed: their heads are recorded
         bindable: set[str] = set()
@@ -678,7 +679,7 @@ class _Writer:
                 signed_ok.append(parsed)
                 bindable.add(str(raw["id"]))
                 self.active_added = self.active_added or raw["status"] == "active"
-            elif clean is not None and (self.resign or by_trusted_author(self.m, raw)):
+            elif clean is not None and (self.resign or by_trusted_author(self.deps, raw)):
                 clean.signature = sign(key, signable(clean))
                 row = to_row(clean, [])
                 signed_ok.append(clean)
@@ -704,17 +705,17 @@ class _Writer:
             rows.append(row)
         todo = [r for r in rows if r["vector"] is None]
         if todo:
-            vecs = self.m.embedder.embed([str(r["trigger"]) for r in todo])
+            vecs = self.deps.embedder.embed([str(r["trigger"]) for r in todo])
             for r, v in zip(todo, vecs, strict=True):
                 r["vector"] = list(map(float, v))
             self.report.reembedded += len(todo)
-        me = author_key(self.m)
+        me = author_key(self.deps)
         for r in rows:  # verified or re-signed: their placement bound with this store's key
             if r["id"] in bindable:  # an author's signatures that still hold are kept as they are
                 bind(r, key, None if author_holds(r) else me)
-        with self.m.store.writing():
-            added = set(self.m.store.insert_new(LESSONS, rows, key="id"))
-            record_heads(self.m.store, [le for le in signed_ok if le.id in added])
+        with self.deps.store.writing():
+            added = set(self.deps.store.insert_new(LESSONS, rows, key="id"))
+            record_heads(self.deps.store, [le for le in signed_ok if le.id in added])
         self.report.added["lesson"] += len(added)
         self.report.present["lesson"] += len(rows) - len(added)
         # Only for the lessons this import stored: a concurrent import of the same file
@@ -726,8 +727,8 @@ class _Writer:
                 self.report.resigned.append(ident)
             else:
                 self.report.quarantined.append(ident)
-                log_event(self.m.home, event, lesson=ident, was=detail["was"])
-            self.m.audit("import", ident, event, detail)
+                log_event(self.deps.home, event, lesson=ident, was=detail["was"])
+            self.deps.audit("import", ident, event, detail)
         if self.report.quarantined:
             log.info(
                 "%d imported lesson(s) did not verify with this store's signing key and were "
@@ -737,7 +738,7 @@ class _Writer:
 
     def _audit(self, recs: list[dict[str, Any]]) -> None:
         rows = [r["row"] for r in recs]
-        added = self.m.store.insert_new(AUDIT, rows, key="id")
+        added = self.deps.store.insert_new(AUDIT, rows, key="id")
         self.report.added["audit"] += len(added)
         self.report.present["audit"] += len(rows) - len(added)
 
@@ -750,7 +751,7 @@ class _Writer:
             return
         todo = [r for r in fresh if r["texts"] and r["vectors"] is None]
         flat = [t.replace("\x1e", " ") for r in todo for t in r["texts"]]
-        vecs: Any = self.m.embedder.embed(flat) if flat else []
+        vecs: Any = self.deps.embedder.embed(flat) if flat else []
         at = 0
         for r in todo:
             n = len(r["texts"])
@@ -764,7 +765,7 @@ class _Writer:
                 row["vectors"] = r["vectors"]
                 row["text"] = fts_text(TEXT_SEP.join(t.replace("\x1e", " ") for t in r["texts"]))
             rows.append(row)
-        added = self.m.store.insert_new(KV, rows, key="id")
+        added = self.deps.store.insert_new(KV, rows, key="id")
         self.report.added["kv"] += len(added)
         self.report.present["kv"] += len(rows) - len(added)
 
@@ -772,4 +773,4 @@ class _Writer:
         if self.active_added:
             from ..lessons.lifecycle import refresh_digest
 
-            refresh_digest(self.m)
+            refresh_digest(self.deps)

@@ -59,7 +59,7 @@ def run_checks(m: Mimir) -> list[Check]:
         return sys.version.split()[0]
 
     def home() -> str:
-        m._ensure_home()
+        m.deps.ensure_home()
         mode = stat.S_IMODE(m.home.stat().st_mode)
         if mode & 0o077:
             raise PermissionError(f"{m.home} is mode {mode:o}; run: chmod 700 {m.home}")
@@ -69,7 +69,7 @@ def run_checks(m: Mimir) -> list[Check]:
         try:
             emb: Any = m.embedder  # the variant the store's vectors need
         except MimirError:  # the store check says why it does not open
-            emb = m._configured_embedder()
+            emb = m.deps.configured_embedder()
         start = time.perf_counter()
         vec = emb.embed(["check that the embedding model loads offline"])
         ms = (time.perf_counter() - start) * 1000
@@ -78,7 +78,7 @@ def run_checks(m: Mimir) -> list[Check]:
     def store() -> str:
         s = m.store
         meta = s.meta()
-        configured = m._configured_embedder().name  # the store may keep an older variant
+        configured = m.deps.configured_embedder().name  # the store may keep an older variant
         upgrade = ""
         if s.embed_model != configured:
             upgrade = f" (`mimir reindex` moves it to {configured})"
@@ -214,9 +214,9 @@ def _lessons_detail(m: Mimir) -> str:
     if problem is not None:
         raise SigningKeyError(problem)
     store = m.store
-    if not store.count(LESSONS) and not head_ids(m) and not store.meta().get(KEY_ID):
+    if not store.count(LESSONS) and not head_ids(m.deps) and not store.meta().get(KEY_ID):
         return "no lessons yet"
-    done = maintain(m)  # SigningKeyError names the key file and what to do
+    done = maintain(m.deps)  # SigningKeyError names the key file and what to do
     if done.missing:
         ids = ", ".join(done.missing[:5]) + (" ..." if len(done.missing) > 5 else "")
         raise StoreError(
@@ -337,9 +337,9 @@ def repair(m: Mimir) -> dict[str, Any]:
         return report
     try:  # rows that read but hold damage: made again from what is intact
         if docs:
-            actions.append(redoc(m, docs))
+            actions.append(redoc(m.deps, docs))
         if vectors:
-            actions.extend(reembed(m, vectors))
+            actions.extend(reembed(m.deps, vectors))
     except MimirError as exc:
         report["problems"].append(_without_self(str(exc)))
     report["notes"].extend(
@@ -348,14 +348,14 @@ def repair(m: Mimir) -> dict[str, Any]:
         if h.garbled and h not in broken
     )
     if any(h.name in ("lessons", "meta") for h in broken):
-        rebased = rebase_heads(m)
+        rebased = rebase_heads(m.deps)
         if rebased:
             actions.append(
                 f"table meta: recorded the {rebased} lesson(s) the repair kept as their latest "
                 f"versions (else they would be taken for replays)"
             )
     if broken:
-        total, missing, gone = lost_evidence(m)
+        total, missing, gone = lost_evidence(m.deps)
         note = evidence_note(total, missing, gone)
         if note:
             report["notes"].append(note)

@@ -26,12 +26,13 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from ..errors import BackupError, InvalidInputError
+from ..ingest.record import record_batch, supersede
 from ..ingest.validate import build_experience, consistent_score, id_for_key
 from ..store.core import EXPERIENCES
 from ..store.filters import In
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
 
 SOURCE = "mimir-learn"
 KEY_PREFIX = "mimir-learn:"
@@ -125,9 +126,9 @@ def _changed(item: dict[str, Any], built: Any) -> bool:
 
 
 def import_mimir_learn(
-    m: Mimir, path: str | os.PathLike[str], *, scope: str = "", batch: int = BATCH
+    deps: Deps, path: str | os.PathLike[str], *, scope: str = "", batch: int = BATCH
 ) -> MimirLearnReport:
-    """Import every experience of a mimir-learn SQLite store into ``m``'s store.
+    """Import every experience of a mimir-learn SQLite store into ``deps``' store.
 
     ``scope``: the project the imported experiences belong to (default ``""``: every project).
     Raises :class:`~mimir_core.errors.BackupError` naming the file, or the row whose data is
@@ -149,12 +150,12 @@ def import_mimir_learn(
         try:
             item = _item(row, scope, "superseded_by" in columns)
             fields = {k: v for k, v in item.items() if not k.startswith("_")}
-            built = build_experience(**fields, extra_patterns=m.redact_patterns)
+            built = build_experience(**fields, extra_patterns=deps.redact_patterns)
         except InvalidInputError as exc:
             raise BackupError(f"{file}: row id={row['id']!r}: {exc}") from exc
         report.redacted += _changed(item, built)
         items.append(item)
-    store = m.store
+    store = deps.store
     for start in range(0, len(items), batch):
         chunk = items[start : start + batch]
         ids = {id_for_key(i["idempotency_key"]): i for i in chunk}
@@ -162,8 +163,8 @@ def import_mimir_learn(
         fresh = [i for key, i in ids.items() if key not in have]
         inserted: list[str] = []  # a concurrent import may store some first: not ours to count
         if fresh:
-            _stored, inserted = m._record_batch(
-                [{k: v for k, v in i.items() if not k.startswith("_")} for i in fresh]
+            _stored, inserted = record_batch(
+                deps, [{k: v for k, v in i.items() if not k.startswith("_")} for i in fresh]
             )
         report.added += len(inserted)
         report.present += len(chunk) - len(inserted)
@@ -181,6 +182,6 @@ def import_mimir_learn(
         state = {r["id"]: r["superseded_by"] for r in rows_now}
         for old, new in sorted(links.items()):
             if old in state and new in state and state[old] is None:
-                m.supersede(old, new)
+                supersede(deps, old, new)
                 report.superseded += 1
     return report

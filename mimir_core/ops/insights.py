@@ -1,7 +1,7 @@
 """Read-only summaries of a store for people looking at it (``mimir ui``).
 
-Every function takes the :class:`~mimir_core.Mimir` facade and explicit arguments, reads through
-the store and returns small pydantic models; nothing here writes. Bad arguments raise
+Every function takes a :class:`~mimir_core.deps.Deps` (``m.deps``) and explicit arguments,
+reads through the store and returns small pydantic models; nothing here writes. Bad arguments raise
 :class:`~mimir_core.errors.InvalidInputError` naming the field.
 
 * :func:`activity`: experiences per day, by outcome and by source.
@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from ..errors import InvalidInputError, short
+from ..lessons import api as _lessons
 from ..store.core import EXPERIENCES, LESSONS
 from ..store.filters import LIVE, And, Range
 from ..types import OUTCOMES, Experience, Lesson
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
 
 
 class Activity(BaseModel):
@@ -104,14 +105,14 @@ def _int(field: str, value: object, low: int, high: int) -> int:
     return value
 
 
-def activity(m: Mimir, *, days: int = 30, now: datetime | None = None) -> Activity:
+def activity(deps: Deps, *, days: int = 30, now: datetime | None = None) -> Activity:
     """Experiences of the last ``days`` UTC days (today included), by outcome and source."""
     _int("days", days, 1, 3650)
     end = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).date()
     start = end - timedelta(days=days - 1)
     labels = [(start + timedelta(days=i)).isoformat() for i in range(days)]
     since = datetime(start.year, start.month, start.day, tzinfo=timezone.utc).timestamp()
-    cols = m.store.column(
+    cols = deps.store.column(
         EXPERIENCES, ["created_at", "outcome", "source"], Range("created_at", ge=since)
     )
     by_outcome = {o: [0] * days for o in OUTCOMES}
@@ -132,7 +133,7 @@ def activity(m: Mimir, *, days: int = 30, now: datetime | None = None) -> Activi
     return Activity(days=labels, by_outcome=by_outcome, by_source=by_source, total=total)
 
 
-def family_success(m: Mimir, *, limit: int = 8, max_experiences: int = 1000) -> list[FamilyRate]:
+def family_success(deps: Deps, *, limit: int = 8, max_experiences: int = 1000) -> list[FamilyRate]:
     """Success rate per task family, the largest families first.
 
     Families are the topics consolidation mines (average-linkage of task embeddings) over the
@@ -144,11 +145,11 @@ def family_success(m: Mimir, *, limit: int = 8, max_experiences: int = 1000) -> 
     _int("limit", limit, 1, 100)
     _int("max_experiences", max_experiences, 1, 20_000)
     where = LIVE
-    stamps = m.store.column(EXPERIENCES, ["created_at"], where).column("created_at").to_pylist()
+    stamps = deps.store.column(EXPERIENCES, ["created_at"], where).column("created_at").to_pylist()
     if len(stamps) > max_experiences:  # load the newest only (vectors are the heavy part)
         floor = sorted((float(t) for t in stamps), reverse=True)[max_experiences - 1]
         where = And(LIVE, Range("created_at", ge=floor))
-    exps = load_exps(m.store, where)
+    exps = load_exps(deps.store, where)
     exps.sort(key=lambda e: (e.created_at, e.id), reverse=True)
     exps = exps[:max_experiences]
     if not exps:
@@ -170,10 +171,10 @@ def family_success(m: Mimir, *, limit: int = 8, max_experiences: int = 1000) -> 
     return out[:limit]
 
 
-def recent_injections(m: Mimir, *, limit: int = 10) -> list[Injection]:
+def recent_injections(deps: Deps, *, limit: int = 10) -> list[Injection]:
     """The newest experiences recorded with lessons in context (what agents were told)."""
     _int("limit", limit, 1, 1000)
-    cols = m.store.column(
+    cols = deps.store.column(
         EXPERIENCES,
         ["id", "task", "outcome", "created_at", "recalled_lesson_ids"],
         "array_length(recalled_lesson_ids) > 0",
@@ -191,7 +192,7 @@ def recent_injections(m: Mimir, *, limit: int = 10) -> list[Injection]:
     ]
 
 
-def attribution(m: Mimir, lesson_id: str) -> Attribution:
+def attribution(deps: Deps, lesson_id: str) -> Attribution:
     """Outcomes with the lesson in context (and feedback) against its topic without it.
 
     Raises :class:`~mimir_core.errors.NotFoundError` for an unknown lesson."""
@@ -199,12 +200,12 @@ def attribution(m: Mimir, lesson_id: str) -> Attribution:
     from ..lessons.gate import breaker
     from ..lessons.review import attributed
 
-    lesson = m.get_lesson(lesson_id)
-    with_exps = attributed(m, lesson.id)
+    lesson = _lessons.get_lesson(deps, lesson_id)
+    with_exps = attributed(deps, lesson.id)
     with_scores = [e.score for e in with_exps]
     with_scores += feedback_scores(lesson)
     with_ids = {e.id for e in with_exps}
-    _cen, topic = topic_of(m.store, lesson, m.embedder.embed_one(lesson.trigger))
+    _cen, topic = topic_of(deps.store, lesson, deps.embedder.embed_one(lesson.trigger))
     without = [e.score for e in topic if e.id not in with_ids and lesson.id not in e.recalled]
     _trip, result = breaker(with_scores, without)
     return Attribution(
@@ -220,25 +221,25 @@ def attribution(m: Mimir, lesson_id: str) -> Attribution:
     )
 
 
-def search_text(m: Mimir, text: str, *, limit: int = 50) -> list[Experience]:
+def search_text(deps: Deps, text: str, *, limit: int = 50) -> list[Experience]:
     """Experiences whose task, action or reason contains ``text`` (case-insensitive), newest
     first."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidInputError("text", f"must be a non-empty string; got {short(text)}")
     _int("limit", limit, 1, 1000)
     needle = text.strip().lower()
-    cols = m.store.column(EXPERIENCES, ["id", "task", "action", "reason", "created_at"])
+    cols = deps.store.column(EXPERIENCES, ["id", "task", "action", "reason", "created_at"])
     found = [
         (float(r["created_at"]), r["id"])
         for r in cols.to_pylist()
         if needle in f"{r['task']}\n{r['action']}\n{r['reason'] or ''}".lower()
     ]
     ids = [i for _t, i in sorted(found, reverse=True)[:limit]]
-    return _experiences(m, ids)
+    return _experiences(deps, ids)
 
 
 def search_lessons(
-    m: Mimir, text: str | None = None, *, status: str | None = None, limit: int = 500
+    deps: Deps, text: str | None = None, *, status: str | None = None, limit: int = 500
 ) -> list[Lesson]:
     """Lessons (newest first) of a status, optionally only those whose id, rule, trigger,
     action or scope contains ``text`` (case-insensitive)."""
@@ -247,8 +248,10 @@ def search_lessons(
     limit = _int("limit", limit, 1, 10_000)
     needle = (text or "").strip().lower()
     if not needle:
-        return m.list_lessons(status=status or None, limit=limit)
-    every = m.list_lessons(status=status or None, limit=10_000)  # search all, then limit
+        return _lessons.list_lessons(deps, status=status or None, scope=None, limit=limit)
+    every = _lessons.list_lessons(
+        deps, status=status or None, scope=None, limit=10_000
+    )  # search all, then limit
     return [
         le
         for le in every
@@ -256,17 +259,17 @@ def search_lessons(
     ][:limit]
 
 
-def _experiences(m: Mimir, ids: Sequence[str]) -> list[Experience]:
+def _experiences(deps: Deps, ids: Sequence[str]) -> list[Experience]:
     if not ids:
         return []
-    got = {e.id: e for e in m._get_many(ids)}
+    got = {e.id: e for e in deps.get_many(ids)}
     return [got[i] for i in ids if i in got]
 
 
-def pulse(m: Mimir) -> Pulse:
+def pulse(deps: Deps) -> Pulse:
     """Counts and newest timestamps of experiences and lessons (for polling pages)."""
-    exp = m.store.column(EXPERIENCES, ["created_at"]).column("created_at").to_pylist()
-    les = m.store.column(LESSONS, ["updated_at"]).column("updated_at").to_pylist()
+    exp = deps.store.column(EXPERIENCES, ["created_at"]).column("created_at").to_pylist()
+    les = deps.store.column(LESSONS, ["updated_at"]).column("updated_at").to_pylist()
     return Pulse(
         experiences=len(exp),
         lessons=len(les),

@@ -96,6 +96,8 @@ _CHUNK_RE: Final = LazyRegex(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _VOWEL_RE: Final = LazyRegex(r"[aeiouyAEIOUY]")
 _SEGMENT_SPLIT_RE: Final = LazyRegex(r"[\-_/+=]+")
 _LOWER_HEX_RE: Final = LazyRegex(r"[0-9a-f]+")
+#: How a redaction marker (``mimir_core.redact.core.marker``) starts.
+_MARKER_START: Final = "[REDACTED:"
 _NAME_PREFIX_RE: Final = LazyRegex(r"[A-Za-z_][A-Za-z0-9_\-]{0,60}=(?=[^=])")
 _AWS_SECRET_RE: Final = LazyRegex(r"[A-Za-z0-9+/]{40}")
 _B64_STRICT_RE: Final = LazyRegex(r"[A-Za-z0-9+/]{12,}={0,2}|[A-Za-z0-9_\-]{12,}={0,2}")
@@ -126,7 +128,9 @@ ID_KEY_RE: Final = LazyRegex(
     r"|[a-z]Ids?$|[a-z]IdempotencyKey$"
 )
 _HASH_PREFIX_RE: Final = LazyRegex(
-    r"(?i)(?:sha(?:1|224|256|384|512)?|md5|h1|blake2b?|xxh\d{0,3}|git|sha-?256|digest)[:=]\Z"
+    # a word of its own: "Irsha:" is no "sha:" (its run may be redacted, and the hash with it)
+    r"(?i)(?<![A-Za-z0-9])"
+    r"(?:sha(?:1|224|256|384|512)?|md5|h1|blake2b?|xxh\d{0,3}|git|sha-?256|digest)[:=]\Z"
 )
 _RUN_HASH_PREFIX_RE: Final = LazyRegex(r"(?i)(?:sha(?:1|224|256|384|512)|md5)-")
 _SSH_PUBKEY_RE: Final = LazyRegex(
@@ -260,6 +264,10 @@ def classify_bare(text: str, start: int, end: int) -> tuple[int, str] | None:
     """
     run = text[start:end]
     head = _NAME_PREFIX_RE.match(run)
+    if head is None and text.startswith(_MARKER_START, end):
+        # ``name=[REDACTED:…]``: the value went on an earlier pass, which kept ``name=`` as a
+        # name; judged as a name again (not as a run of its own), redacting twice changes nothing
+        head = _NAME_PREFIX_RE.match(run + "]")
     offset = start
     if head is not None and not _high_entropy_b64(head.group()[:-1]):
         offset = start + head.end()

@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from ..deps import Deps
+
 
 @dataclass(frozen=True)
 class RecommendTuning:
@@ -277,6 +279,36 @@ def _exact_head(
         out.append((rank, cl, alt))
         head = sorted([*head, rank], reverse=True)[:EXACT_HEAD]
     return out
+
+
+def recommend_in(
+    deps: Deps,
+    task: str,
+    *,
+    explore: bool = False,
+    scope: str | None = None,
+    seed: int | None = None,
+) -> Recommendation | None:
+    """``Mimir.recommend`` once its arguments are checked and the spool drained: on a handle's
+    store and embedder, by its scope rule, clock and tuning (so lesson serving, which needs a
+    recommendation, does not go through the facade)."""
+    import numpy as np
+
+    from ..store.filters import LIVE, all_of
+
+    by_scope, prefer = deps.scope_filter(scope)
+    return recommend(
+        deps.store,
+        deps.embedder.embed_one(task),
+        task,
+        where=all_of(by_scope, LIVE),
+        explore=bool(explore),
+        rng=np.random.default_rng(seed),
+        half_life_days=deps.half_life_days,
+        now=deps.now(),
+        prefer_scope=prefer,
+        tuning=deps.recommend_tuning,
+    )
 
 
 def recommend(

@@ -18,19 +18,19 @@ from .core import EXPERIENCES, KV, LESSONS
 from .filters import In
 
 if TYPE_CHECKING:
-    from ..memory import Mimir
+    from ..deps import Deps
 
 #: Lesson ids listed by name in a report (the rest are counted).
 NAMED = 10
 
 
-def reembed(m: Mimir, damaged: Mapping[str, Sequence[str]]) -> list[str]:
+def reembed(deps: Deps, damaged: Mapping[str, Sequence[str]]) -> list[str]:
     """Embed again the rows of each table whose ids are in ``damaged``; the actions taken."""
     from ..hosting.kv import reembed_rows
 
     actions = []
-    store = m.store
-    emb = m.embedder
+    store = deps.store
+    emb = deps.embedder
     for name, ids in damaged.items():
         if not ids:
             continue
@@ -59,11 +59,11 @@ def reembed(m: Mimir, damaged: Mapping[str, Sequence[str]]) -> list[str]:
     return actions
 
 
-def redoc(m: Mimir, ids: Sequence[str]) -> str:
+def redoc(deps: Deps, ids: Sequence[str]) -> str:
     """Make the JSON documents of these experience rows again from their columns."""
     from .core import DOC, DOC_FIELDS
 
-    store = m.store
+    store = deps.store
     columns = [f.name for f in store.table(EXPERIENCES).schema]
     rows: list[dict[str, Any]] = []
     for start in range(0, len(ids), 500):
@@ -77,12 +77,12 @@ def redoc(m: Mimir, ids: Sequence[str]) -> str:
     )
 
 
-def lost_evidence(m: Mimir) -> tuple[int, int, dict[str, int]]:
+def lost_evidence(deps: Deps) -> tuple[int, int, dict[str, int]]:
     """(experience ids lessons cite, how many of them are gone, {lesson id: how many of its
     cited ids are gone})."""
     from ..lessons.storage import LESSON_COLUMNS
 
-    store = m.store
+    store = deps.store
     cited: dict[str, set[str]] = {}
     for row in store.select(LESSONS, None, LESSON_COLUMNS):
         try:
@@ -115,7 +115,7 @@ def evidence_note(total: int, missing: int, gone: Mapping[str, int]) -> str | No
     )
 
 
-def rebase_heads(m: Mimir) -> int:
+def rebase_heads(deps: Deps) -> int:
     """Record each stored lesson that verifies as its own head; how many.
 
     After the repair rolled the lessons table back (or remade meta), the recorded heads are
@@ -127,9 +127,11 @@ def rebase_heads(m: Mimir) -> int:
     from ..lessons.storage import LESSON_COLUMNS, record_heads
 
     good = []
-    for row in m.store.select(LESSONS, None, list(dict.fromkeys([*LESSON_COLUMNS, "updated_at"]))):
-        lesson, ok = row_valid(m, row)
+    for row in deps.store.select(
+        LESSONS, None, list(dict.fromkeys([*LESSON_COLUMNS, "updated_at"]))
+    ):
+        lesson, ok = row_valid(deps, row)
         if ok:
             good.append(lesson)
-    record_heads(m.store, good)
+    record_heads(deps.store, good)
     return len(good)

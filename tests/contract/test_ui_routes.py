@@ -50,7 +50,7 @@ def seed(m: Mimir) -> dict[str, Any]:
     ]
     other = m.record("build the docker image", "docker build -t app .", "success")
     lesson = insert(
-        m,
+        m.deps,
         [
             Lesson(
                 id="les_alembic",
@@ -269,7 +269,7 @@ def test_text_from_the_store_is_escaped(hash_mimir: Mimir, client: TestClient) -
     evil = "<script>alert(1)</script>"
     exp = hash_mimir.record(f"task {evil}", f"echo `{evil}`", "failure", reason=evil)
     insert(
-        hash_mimir,
+        hash_mimir.deps,
         [Lesson(id="les_evil", status="active", rule=f"Never `{evil}` here", trigger="t " * 5)],
         actor="test",
         event="admitted",

@@ -129,7 +129,7 @@ def test_two_servers_write_to_one_store_at_once(tmp_path: Path) -> None:
     m = Mimir(home, embedder="hash")
     assert m.stats().experiences == 2 * per_server
     for ids in results.values():
-        assert len(m._get_many(ids)) == per_server
+        assert len(m.deps.get_many(ids)) == per_server
     assert m.recall("build target 7 on beta", k=3)[0].experience.action == "make -j4 target7"
 
 

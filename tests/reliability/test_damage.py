@@ -64,7 +64,7 @@ def add_lesson(m: Mimir, ident: str, evidence: list[str]) -> None:
         supporting_ids=evidence,
         confidence=0.7,
     )
-    insert(m, [lesson], actor="t", event="admitted")
+    insert(m.deps, [lesson], actor="t", event="admitted")
 
 
 def newest_data(table: Path) -> Path:
@@ -169,7 +169,7 @@ def test_damaged_lessons_are_a_store_error_everywhere_and_doctor_sees_them(home:
     for call in (
         lambda: m.lessons("deploy the service"),
         lambda: m.context("deploy the service"),
-        lambda: export_store(m, home / "out.jsonl"),
+        lambda: export_store(m.deps, home / "out.jsonl"),
     ):
         with pytest.raises(StoreError) as err:
             call()

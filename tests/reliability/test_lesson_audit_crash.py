@@ -37,9 +37,9 @@ lessons = [
     for i in range(3)
 ]
 if how == "insert":
-    insert(m, lessons, actor="mimir", event="admitted")
+    insert(m.deps, lessons, actor="mimir", event="admitted")
 else:
-    write_batch(m, [Write(le, "admitted") for le in lessons], actor="mimir")
+    write_batch(m.deps, [Write(le, "admitted") for le in lessons], actor="mimir")
 print("not killed")
 """
 

@@ -108,7 +108,7 @@ class MimirLessonsAdapter(MemoryAdapter):
     def _seed(self, ctx: str, n: int) -> None:
         start = len(self._ids[ctx])
         lessons = [_lesson(ctx, start + i) for i in range(n)]
-        insert(self.m, lessons, actor="agmi", event="admitted")  # Mimir's own write path
+        insert(self.m.deps, lessons, actor="agmi", event="admitted")  # Mimir's own write path
         self._ids[ctx].extend(le.id for le in lessons)
 
     def seed(self, n: int) -> None:

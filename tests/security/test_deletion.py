@@ -36,7 +36,7 @@ def test_forget_reaches_the_digest_and_old_versions(home: Path) -> None:
             supporting_ids=[e.id],
             confidence=0.7,
         )
-        insert(m, [lesson], actor="t", event="admitted")
+        insert(m.deps, [lesson], actor="t", event="admitted")
         assert on_disk(home, WORD)  # in the store and in the digest's topic keywords
         m.forget(e.id)
         assert on_disk(home, WORD) == "", "forgotten text still on disk"

@@ -46,7 +46,9 @@ def test_home_key_store_spool_and_logs_are_private(home: Path) -> None:
         m = Mimir(home, embedder="hash", auto_consolidate=False)
         m.record("deploy the api", "kubectl apply -f api.yaml", "failure", reason="ImagePull")
         lesson = Lesson(id="les_x", rule="Pin the image tag " * 3, trigger="deploy the api")
-        insert(m, [lesson.model_copy(update={"status": "active"})], actor="t", event="admitted")
+        insert(
+            m.deps, [lesson.model_copy(update={"status": "active"})], actor="t", event="admitted"
+        )
         m.store.update(LESSONS, "id = 'les_x'", {"rule": "tampered"})
         assert m.lessons("deploy the api") == []  # writes logs/lessons.log
         run_hook_inprocess(home, ["claude-code"], json.dumps(FAILED_CALL).encode())  # spool

@@ -69,10 +69,13 @@ def test_import_refuses_bad_ids_naming_them_and_writes_nothing(
     src = open_m(tmp_path / "src")
     exp = src.record("deploy the api", "make deploy", "success")
     insert(
-        src, [Lesson(id="les_a", rule="Use make deploy.", trigger="deploy")], actor="t", event="e"
+        src.deps,
+        [Lesson(id="les_a", rule="Use make deploy.", trigger="deploy")],
+        actor="t",
+        event="e",
     )
     path = tmp_path / "e.jsonl"
-    export_store(src, path)
+    export_store(src.deps, path)
 
     def edit(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for r in records:
@@ -85,7 +88,7 @@ def test_import_refuses_bad_ids_naming_them_and_writes_nothing(
     rewrite(path, edit)
     dst = open_m(tmp_path / "dst")
     with pytest.raises(MimirError) as err:
-        import_store(dst, path)
+        import_store(dst.deps, path)
     assert repr(ident) in str(err.value) and "not a valid id" in str(err.value)
     assert dst.stats().experiences == 0
 
@@ -93,7 +96,7 @@ def test_import_refuses_bad_ids_naming_them_and_writes_nothing(
 def test_lessons_and_recalled_ids_follow_the_rule_on_write(home: Path) -> None:
     m = open_m(home)
     with pytest.raises(InvalidInputError, match="not a valid id"):
-        insert(m, [Lesson(id="a/b", rule="r", trigger="t")], actor="t", event="e")
+        insert(m.deps, [Lesson(id="a/b", rule="r", trigger="t")], actor="t", event="e")
     with pytest.raises(InvalidInputError, match="recalled_lesson_ids"):
         m.record("t", "a", "success", recalled_lesson_ids=["../les_x/forget"])
 
@@ -108,7 +111,12 @@ def test_ui_links_percent_encode_ids_already_in_a_store(home: Path) -> None:
     from mimir_integrations.ui.app import create_app
 
     m = open_m(home)
-    insert(m, [Lesson(id="les_a", rule="Use make deploy.", trigger="deploy")], actor="t", event="e")
+    insert(
+        m.deps,
+        [Lesson(id="les_a", rule="Use make deploy.", trigger="deploy")],
+        actor="t",
+        event="e",
+    )
     # a row written before the id rule existed (or by an older Mimir): the UI must still cope
     exp = build_experience(task="deploy the api", action="make deploy", outcome="success")
     exp.id = "../../lessons/les_a/forget"
@@ -140,7 +148,7 @@ def remote(home: Path) -> Any:
 
     m = open_m(home)
     insert(
-        m,
+        m.deps,
         [Lesson(id="les_a", rule="Use make deploy.", trigger="deploy", status="active")],
         actor="t",
         event="e",

@@ -165,7 +165,7 @@ def add_lessons(m: Mimir) -> None:
             status="active",
             confidence=0.8,
         )
-        insert(m, [lesson], actor="test", event="admitted")
+        insert(m.deps, [lesson], actor="test", event="admitted")
 
 
 def test_context_for_adapters_and_hermes_is_fenced_and_labelled(m: Mimir) -> None:

@@ -41,7 +41,7 @@ def opened(home: Path) -> Mimir:
 @pytest.fixture
 def seeded(home: Path) -> Iterator[Path]:
     m = opened(home)
-    insert(m, [lesson(i) for i in range(3)], actor="t", event="admitted")
+    insert(m.deps, [lesson(i) for i in range(3)], actor="t", event="admitted")
     assert len(m.lessons(QUERY)) == 3
     m.close()
     yield home / "keys" / "signing.key"
@@ -118,7 +118,7 @@ def test_a_malformed_key_file_without_lessons_is_not_an_oserror(home: Path) -> N
     m = opened(home)
     try:
         with pytest.raises(SigningKeyError, match=str(key)):
-            insert(m, [lesson(0)], actor="t", event="admitted")
+            insert(m.deps, [lesson(0)], actor="t", event="admitted")
         assert lessons_check(m)["ok"] is False
     finally:
         m.close()
@@ -136,7 +136,7 @@ def test_with_the_key_lost_for_good_forgetting_the_lessons_starts_over(
         m.close()
     m = opened(home)
     try:
-        insert(m, [lesson(7)], actor="t", event="admitted")  # a new key, recorded
+        insert(m.deps, [lesson(7)], actor="t", event="admitted")  # a new key, recorded
         assert seeded.exists() and [le.id for le in m.lessons(QUERY)] == ["les_7"]
         assert lessons_check(m)["ok"]
     finally:

@@ -41,7 +41,7 @@ def m(home: Path) -> Any:
 
 def add(m: Mimir, **fields: Any) -> Lesson:
     lesson = Lesson(**{"status": "active", **NPM, **fields})
-    return insert(m, [lesson], actor="t", event="admitted")[0]
+    return insert(m.deps, [lesson], actor="t", event="admitted")[0]
 
 
 def full_row(m: Mimir, ident: str = "les_npm") -> dict[str, Any]:
@@ -141,7 +141,9 @@ def test_consolidation_never_relaunders_a_replayed_row(m: Mimir, home: Path) -> 
         {k: v for k, v in json.loads(old["payload"]).items() if k not in ("row_mac", "author_sig")}
     )
     # a writer that read the replayed row and wants to re-sign it (as a merge would)
-    assert write_batch(m, [Write(replayed, "merged", expect=old["signature"])], actor="t") == []
+    assert (
+        write_batch(m.deps, [Write(replayed, "merged", expect=old["signature"])], actor="t") == []
+    )
     assert not served(m, home)
 
 

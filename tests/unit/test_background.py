@@ -46,9 +46,9 @@ def test_a_round_consolidates_when_due(hash_mimir: Any) -> None:
     for i in range(2):
         hash_mimir.record("run the tests", f"pytest -k case{i}", "failure", reason="boom")
     hash_mimir.auto_consolidate = True
-    hash_mimir._auto_checked_at = 0.0
+    hash_mimir.deps.state.auto_checked_at = 0.0
     assert maint.run_once() == {"consolidated": True} and maint.rounds == 2
-    hash_mimir._auto_checked_at = 0.0
+    hash_mimir.deps.state.auto_checked_at = 0.0
     assert maint.run_once() == {}  # nothing new since that run
     assert Maintainer(lambda: hash_mimir, consolidate=False).run_once() == {}
 
@@ -69,7 +69,7 @@ def test_the_thread_warms_up_and_keeps_going(home: Path) -> None:
         time.sleep(0.05)
     maint.stop()
     assert maint.rounds >= 3 and len(made) == 1
-    assert made[0]._store is not None and made[0]._embedder is not None  # warmed up
+    assert made[0].deps.loaded == {"store", "embedder"}  # warmed up
 
 
 def test_failures_are_logged_once_and_never_raised(caplog: pytest.LogCaptureFixture) -> None:

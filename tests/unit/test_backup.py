@@ -81,7 +81,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mimir]:
         )
         for name in ("active", "stopped", "pinned")
     ]
-    insert(m, lessons, actor="test", event="created")
+    insert(m.deps, lessons, actor="test", event="created")
     m.quarantine_lesson("les_stopped", "hurt twice")
     m.pin_lesson("les_pinned")
     m.lesson_feedback("les_active", True, note="worked")
@@ -97,7 +97,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mimir]:
 def exported(source: Mimir, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The source store's export (never edited: tests edit copies)."""
     path = tmp_path_factory.mktemp("export") / "source.jsonl"
-    export_store(source, path)
+    export_store(source.deps, path)
     return path
 
 
@@ -141,7 +141,7 @@ def test_round_trip_is_identical_and_keeps_lessons_verified(
     source: Mimir, exported: Path, tmp_path: Path
 ) -> None:
     first, second = exported, tmp_path / "two.jsonl"
-    report = export_store(source, tmp_path / "again.jsonl")
+    report = export_store(source.deps, tmp_path / "again.jsonl")
     assert body(tmp_path / "again.jsonl") == body(first)  # stable for a store that did not change
     assert report.counts == {"experience": 3, "lesson": 3, "audit": 8, "kv": 3}
     assert stat.S_IMODE(first.stat().st_mode) == 0o600
@@ -150,9 +150,9 @@ def test_round_trip_is_identical_and_keeps_lessons_verified(
     assert head["embedder"] == {"name": "hash-v1", "dim": 384}
 
     dest = new_mimir(tmp_path / "dest")
-    got = import_store(dest, first)
+    got = import_store(dest.deps, first)
     assert got.added == report.counts and not got.quarantined
-    export_store(dest, second)
+    export_store(dest.deps, second)
     assert body(first) == body(second)  # ids, timestamps, links, signatures, audit, kv
     first_head, second_head = header(first), header(second)
     first_head.pop("created_at"), second_head.pop("created_at")
@@ -181,32 +181,32 @@ def test_round_trip_is_identical_and_keeps_lessons_verified(
 
 def test_import_twice_adds_nothing(source: Mimir, path: Path, tmp_path: Path) -> None:
     dest = new_mimir(tmp_path / "dest")
-    import_store(dest, path)
+    import_store(dest.deps, path)
     before = table_counts(dest)
-    again = import_store(dest, path)
+    again = import_store(dest.deps, path)
     assert sum(again.added.values()) == 0 and again.reembedded == 0
     assert again.present == {"experience": 3, "lesson": 3, "audit": 8, "kv": 3}
     assert table_counts(dest) == before
     # Importing a store's own export into itself adds nothing either.
-    assert sum(import_store(source, path).added.values()) == 0
+    assert sum(import_store(source.deps, path).added.values()) == 0
 
 
 def test_with_vectors_needs_no_embedding(source: Mimir, tmp_path: Path) -> None:
     one, two = tmp_path / "v1.jsonl", tmp_path / "v2.jsonl"
-    export_store(source, one, with_vectors=True)
+    export_store(source.deps, one, with_vectors=True)
     rec = json.loads(body(one)[0])
     assert len(rec["vector"]) == 384 and len(rec["action_vector"]) == 384
     dest = new_mimir(tmp_path / "dest")
-    report = import_store(dest, one)
+    report = import_store(dest.deps, one)
     assert report.reembedded == 0 and report.added["experience"] == 3
-    export_store(dest, two, with_vectors=True)
+    export_store(dest.deps, two, with_vectors=True)
     assert body(one) == body(two)
     # Vectors of another embedder are not used: everything is re-embedded.
     lines = one.read_text(encoding="utf-8").splitlines(keepends=True)
     head = json.loads(lines[0])
     head["embedder"] = {"name": "some-other-model", "dim": 384}
     one.write_text(json.dumps(head) + "\n" + "".join(lines[1:]), encoding="utf-8")
-    report = import_store(new_mimir(tmp_path / "other"), one)
+    report = import_store(new_mimir(tmp_path / "other").deps, one)
     assert report.reembedded == 3 + 3 + 2  # the kv document indexed by no text needs none
 
 
@@ -217,7 +217,7 @@ def test_a_newer_format_version_is_refused(path: Path, tmp_path: Path) -> None:
     path.write_text(json.dumps(head) + "\n" + "".join(lines[1:]), encoding="utf-8")
     dest = new_mimir(tmp_path / "dest")
     with pytest.raises(BackupError, match="format version 2 is newer"):
-        import_store(dest, path)
+        import_store(dest.deps, path)
     assert dest.store.count(EXPERIENCES) == 0
 
 
@@ -238,7 +238,7 @@ def test_a_bad_line_names_its_number_and_nothing_is_written(
     rewrite(path, edit)
     dest = new_mimir(tmp_path / "dest")
     with pytest.raises(BackupError, match=message):
-        import_store(dest, path)
+        import_store(dest.deps, path)
     assert table_counts(dest) == {EXPERIENCES: 0, LESSONS: 0, AUDIT: 0, KV: 0}
 
 
@@ -265,9 +265,9 @@ def test_truncated_or_corrupt_files_are_refused(path: Path, tmp_path: Path) -> N
         bad = tmp_path / f"{name}.jsonl"
         bad.write_bytes(b"".join(content))
         with pytest.raises(BackupError, match=expected[name]):
-            import_store(dest, bad)
+            import_store(dest.deps, bad)
     with pytest.raises(BackupError, match="does not exist"):
-        import_store(dest, tmp_path / "missing.jsonl")
+        import_store(dest.deps, tmp_path / "missing.jsonl")
     assert table_counts(dest) == {EXPERIENCES: 0, LESSONS: 0, AUDIT: 0, KV: 0}
 
 
@@ -275,7 +275,7 @@ def test_lessons_signed_with_another_key_are_quarantined_unless_resigned(
     path: Path, tmp_path: Path
 ) -> None:
     other = new_mimir(tmp_path / "other", key="a-different-signing-key-987654")
-    report = import_store(other, path)
+    report = import_store(other.deps, path)
     assert sorted(report.quarantined) == ["les_active", "les_pinned", "les_stopped"]
     assert report.added["experience"] == 3 and not report.resigned
     assert other.list_lessons(status="active") == []
@@ -292,7 +292,7 @@ def test_lessons_signed_with_another_key_are_quarantined_unless_resigned(
     assert "import_quarantined" in log
 
     trusting = new_mimir(tmp_path / "trusting", key="a-different-signing-key-987654")
-    report = import_store(trusting, path, resign=True)
+    report = import_store(trusting.deps, path, resign=True)
     assert sorted(report.resigned) == ["les_active", "les_pinned", "les_stopped"]
     assert not report.quarantined
     detail = trusting.lesson_detail("les_active")
@@ -315,7 +315,7 @@ def test_an_edited_lesson_is_quarantined_even_with_a_fixed_up_checksum(
 
     rewrite(path, poison)
     dest = new_mimir(tmp_path / "dest")
-    report = import_store(dest, path)
+    report = import_store(dest.deps, path)
     assert report.quarantined == ["les_active"]
     assert [le.id for le in dest.list_lessons(status="active")] == ["les_pinned"]
     assert "evil" not in dest.context("run the payments integration tests", budget_chars=4000)
@@ -332,7 +332,7 @@ def test_import_goes_through_the_redaction_chokepoint(path: Path, tmp_path: Path
 
     rewrite(path, leak)
     dest = new_mimir(tmp_path / "dest")
-    import_store(dest, path)
+    import_store(dest.deps, path)
     exp = dest.get(json.loads(body(path)[0])["id"])
     assert token not in exp.action and "REDACTED" in exp.action
     assert exp.context["password"] != "hunter2-hunter2"
@@ -349,7 +349,7 @@ def test_export_to_a_stream_and_ingests_the_spool_first(tmp_path: Path) -> None:
     record = {"task": "spooled task", "action": "make spool", "outcome": "success"}
     spool.append(m.spool_dir, dict(record, idempotency_key="spool:1"))
     buf = io.BytesIO()
-    report = export_store(m, buf)
+    report = export_store(m.deps, buf)
     assert report.path is None and report.counts["experience"] == 2
     assert b"spooled task" in buf.getvalue()
 
@@ -363,7 +363,7 @@ def test_import_from_mimir_learn(tmp_path: Path) -> None:
     db = tmp_path / "ml.db"
     shutil.copy(ML_DB, db)
     m = new_mimir(tmp_path / "h")
-    report = import_mimir_learn(m, db)
+    report = import_mimir_learn(m.deps, db)
     assert (report.read, report.added, report.present) == (30, 30, 0)
     assert report.schema_version == 3 and report.redacted == 1 and report.superseded == 1
     text = ml_texts(m)
@@ -385,7 +385,7 @@ def test_import_from_mimir_learn(tmp_path: Path) -> None:
     assert len(superseded) == 1 and superseded[0].action == "pip install -r requirements.txt"
     assert m.get(superseded[0].superseded_by).action == "uv pip sync requirements.lock"
     assert m.recall("install the dependencies", k=3)[0].experience.action.startswith("uv pip")
-    again = import_mimir_learn(m, db)
+    again = import_mimir_learn(m.deps, db)
     assert (again.added, again.present, again.superseded) == (0, 30, 0)
     assert m.store.count(EXPERIENCES) == 30
 
@@ -395,13 +395,13 @@ def test_mimir_learn_bad_files(tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(BackupError, match="not a readable SQLite database"):
-        import_mimir_learn(m, junk)
+        import_mimir_learn(m.deps, junk)
     with pytest.raises(BackupError, match="does not exist"):
-        import_mimir_learn(m, tmp_path / "nope.db")
+        import_mimir_learn(m.deps, tmp_path / "nope.db")
     other = tmp_path / "other.db"
     sqlite3.connect(other).execute("CREATE TABLE notes (x TEXT)").connection.commit()
     with pytest.raises(BackupError, match="no 'experiences' table"):
-        import_mimir_learn(m, other)
+        import_mimir_learn(m.deps, other)
     bad = tmp_path / "bad.db"
     shutil.copy(ML_DB, bad)
     conn = sqlite3.connect(bad)
@@ -409,7 +409,7 @@ def test_mimir_learn_bad_files(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     with pytest.raises(BackupError, match=r"row id=.*outcome"):
-        import_mimir_learn(m, bad)
+        import_mimir_learn(m.deps, bad)
     assert m.store.count(EXPERIENCES) == 0  # nothing half-imported
 
 
@@ -430,13 +430,13 @@ def run_cli(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
 def test_cli_round_trip(tmp_path: Path) -> None:
     one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
     h1, h2 = tmp_path / "h1", tmp_path / "h2"
-    import_mimir_learn(new_mimir(h1), ML_DB)
+    import_mimir_learn(new_mimir(h1).deps, ML_DB)
     out = run_cli("export", "--home", str(h1), "-o", "-")
     assert "exported 30 experience" in out.stderr
     one.write_text(out.stdout, encoding="utf-8")
     out = run_cli("import", str(one), "--home", str(h2), "--json")
     assert json.loads(out.stdout)["added"]["experience"] == 30
-    export_store(new_mimir(h2), two)
+    export_store(new_mimir(h2).deps, two)
     assert body(one) == body(two) and len(body(one)) == 30 + 1 + 1  # + supersede audit + end
     err = run_cli("import", str(tmp_path / "nope.jsonl"), "--home", str(h2), ok=False)
     assert "does not exist" in err.stderr and "Traceback" not in err.stderr
@@ -453,7 +453,7 @@ def test_export_writes_through_a_fifo(source: Mimir, tmp_path: Path) -> None:
     received: list[bytes] = []
     reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
     reader.start()
-    report = export_store(source, fifo)
+    report = export_store(source.deps, fifo)
     reader.join(timeout=10)
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still the FIFO, not a regular file
     assert received and len(received[0]) == report.bytes
@@ -465,7 +465,7 @@ def test_export_keeps_a_symlink_and_replaces_its_target(source: Mimir, tmp_path:
     target.write_text("old")
     link = tmp_path / "link.jsonl"
     link.symlink_to(target)
-    export_store(source, link)
+    export_store(source.deps, link)
     assert link.is_symlink() and link.resolve() == target.resolve()
     assert target.read_text().startswith('{"format"')
 
@@ -478,7 +478,7 @@ def test_export_refuses_other_targets(source: Mimir, tmp_path: Path, kind: str) 
     else:
         out.symlink_to(tmp_path / "missing")
     with pytest.raises(BackupError, match="cannot write export file"):
-        export_store(source, out)
+        export_store(source.deps, out)
     assert out.is_dir() if kind == "directory" else out.is_symlink()
 
 
@@ -497,7 +497,7 @@ Path(go + f".ready-{os.getpid()}").touch()
 while not Path(go).exists():
     time.sleep(0.005)
 run = import_store if kind == "backup" else import_mimir_learn
-print(run(m, path, batch=2).model_dump_json())
+print(run(m.deps, path, batch=2).model_dump_json())
 """
 
 

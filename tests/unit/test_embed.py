@@ -268,5 +268,5 @@ def test_a_background_child_reopens_either_minilm_variant(
 
     # The child gets the spec "fastembed" and picks the variant the store's vectors need.
     for emb in (fast_embedder, fast_embedder.for_store(FASTEMBED_FLOAT_NAME)):
-        cfg = child_config(Mimir(tmp_path / "h", embedder=emb))  # type: ignore[arg-type]
+        cfg = child_config(Mimir(tmp_path / "h", embedder=emb).deps)  # type: ignore[arg-type]
         assert cfg is not None and cfg["embedder"] == "fastembed"

@@ -72,7 +72,7 @@ def test_context_names_its_arguments_for_the_hosts() -> None:
 def test_from_settings_overrides_a_setting_and_fills_the_rest(tmp_path: Path) -> None:
     settings = MimirSettings(home=tmp_path / "home", scope="from-settings", embedder="hash")
     m = Mimir.from_settings(settings, scope="override", auto_consolidate=False)
-    assert (m.home, m.scope, m._embedder_spec) == (tmp_path / "home", "override", "hash")
+    assert (m.home, m.scope, m.deps.embedder_spec) == (tmp_path / "home", "override", "hash")
     assert m.store_uri == str(tmp_path / "home" / "store")
     assert Mimir.from_settings(settings).scope == "from-settings"
 

@@ -41,7 +41,7 @@ def test_threads_writing_at_once_share_commits_and_each_gets_its_own_rows(
     assert m.stats().experiences == 1 + n_threads * per
     for t, exps in got.items():
         assert [e.task for e in exps] == [f"thread {t} task {i}" for i in range(per)]
-        stored = {e.id: e for e in m._get_many([e.id for e in exps])}
+        stored = {e.id: e for e in m.deps.get_many([e.id for e in exps])}
         assert all(stored[e.id] == e for e in exps)
 
 

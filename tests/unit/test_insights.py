@@ -37,7 +37,7 @@ def _seed(m: Mimir) -> None:
     m.record(TASK, GOOD, "partial", score=0.5, recalled_lesson_ids=["les_a"], created_at=NOW)
     m.record("build the docker image", "docker build .", "success", created_at=NOW - 40 * day)
     insert(
-        m,
+        m.deps,
         [
             Lesson(
                 id="les_a",
@@ -55,55 +55,55 @@ def _seed(m: Mimir) -> None:
 
 def test_activity_buckets_by_day_outcome_and_source(hash_mimir: Mimir) -> None:
     _seed(hash_mimir)
-    act = insights.activity(hash_mimir, days=3, now=NOW)
+    act = insights.activity(hash_mimir.deps, days=3, now=NOW)
     assert act.days == ["2026-11-28", "2026-11-29", "2026-11-30"]
     assert act.by_outcome == {"success": [0, 0, 1], "failure": [1, 1, 0], "partial": [0, 0, 1]}
     assert act.by_source == {"api": [1, 1, 1], "claude-code": [0, 0, 1]}
     assert act.total == 4  # the 40-day-old one is outside the window
-    assert insights.activity(hash_mimir, days=60, now=NOW).total == 5
+    assert insights.activity(hash_mimir.deps, days=60, now=NOW).total == 5
     with pytest.raises(InvalidInputError, match="days"):
-        insights.activity(hash_mimir, days=0)
+        insights.activity(hash_mimir.deps, days=0)
 
 
 def test_family_success_groups_similar_tasks(hash_mimir: Mimir) -> None:
-    assert insights.family_success(hash_mimir) == []
+    assert insights.family_success(hash_mimir.deps) == []
     _seed(hash_mimir)
-    fams = insights.family_success(hash_mimir)
+    fams = insights.family_success(hash_mimir.deps)
     assert [(f.label, f.n) for f in fams] == [(TASK, 4), ("build the docker image", 1)]
     top = fams[0]
     assert (top.successes, top.failures, top.partial) == (1, 2, 1)
     assert top.rate == pytest.approx(1.5 / 4)
-    assert len(insights.family_success(hash_mimir, limit=1)) == 1
-    newest = insights.family_success(hash_mimir, max_experiences=2)
+    assert len(insights.family_success(hash_mimir.deps, limit=1)) == 1
+    newest = insights.family_success(hash_mimir.deps, max_experiences=2)
     assert [(f.label, f.n, f.rate) for f in newest] == [(TASK, 2, 0.75)]
     with pytest.raises(InvalidInputError, match="limit"):
-        insights.family_success(hash_mimir, limit=0)
+        insights.family_success(hash_mimir.deps, limit=0)
 
 
 def test_recent_injections_and_attribution(hash_mimir: Mimir) -> None:
     _seed(hash_mimir)
-    inj = insights.recent_injections(hash_mimir, limit=5)
+    inj = insights.recent_injections(hash_mimir.deps, limit=5)
     assert len(inj) == 2 and all(i.lesson_ids == ["les_a"] for i in inj)
-    attr = insights.attribution(hash_mimir, "les_a")
+    attr = insights.attribution(hash_mimir.deps, "les_a")
     assert (attr.n_with, attr.with_rate) == (2, pytest.approx(0.75))
     assert (attr.n_without, attr.without_rate) == (2, pytest.approx(0.0))
     with pytest.raises(NotFoundError):
-        insights.attribution(hash_mimir, "les_missing")
+        insights.attribution(hash_mimir.deps, "les_missing")
 
 
 def test_search_text_lessons_and_pulse(hash_mimir: Mimir) -> None:
-    empty = insights.pulse(hash_mimir)
+    empty = insights.pulse(hash_mimir.deps)
     assert (empty.experiences, empty.lessons, empty.newest_experience) == (0, 0, 0.0)
     _seed(hash_mimir)
-    found = insights.search_text(hash_mimir, "undefinedtable")
+    found = insights.search_text(hash_mimir.deps, "undefinedtable")
     assert len(found) == 2 and found[0].created_at > found[1].created_at
-    assert insights.search_text(hash_mimir, "sourdough") == []
+    assert insights.search_text(hash_mimir.deps, "sourdough") == []
     with pytest.raises(InvalidInputError, match="text"):
-        insights.search_text(hash_mimir, " ")
-    assert [le.id for le in insights.search_lessons(hash_mimir, "ALEMBIC")] == ["les_a"]
-    assert insights.search_lessons(hash_mimir, "alembic", status="retired") == []
-    assert insights.search_lessons(hash_mimir, "sourdough") == []
-    p = insights.pulse(hash_mimir)
+        insights.search_text(hash_mimir.deps, " ")
+    assert [le.id for le in insights.search_lessons(hash_mimir.deps, "ALEMBIC")] == ["les_a"]
+    assert insights.search_lessons(hash_mimir.deps, "alembic", status="retired") == []
+    assert insights.search_lessons(hash_mimir.deps, "sourdough") == []
+    p = insights.pulse(hash_mimir.deps)
     assert (p.experiences, p.lessons) == (5, 1)
     assert p.newest_experience == pytest.approx(NOW.timestamp())
 
@@ -129,6 +129,8 @@ def test_search_lessons_finds_an_old_match_beyond_the_limit(hash_mimir: Mimir) -
         Lesson(id=f"les_n{i}", status="active", rule=f"Rule {i}", trigger=f"task {i}", kind="avoid")
         for i in range(3)
     ]
-    insert(hash_mimir, newer, actor="test", event="admitted")
-    assert [le.id for le in insights.search_lessons(hash_mimir, "alembic", limit=1)] == ["les_a"]
-    assert len(insights.search_lessons(hash_mimir, None, limit=2)) == 2
+    insert(hash_mimir.deps, newer, actor="test", event="admitted")
+    assert [le.id for le in insights.search_lessons(hash_mimir.deps, "alembic", limit=1)] == [
+        "les_a"
+    ]
+    assert len(insights.search_lessons(hash_mimir.deps, None, limit=2)) == 2

@@ -17,6 +17,7 @@ CORE = Path(__file__).resolve().parents[2] / "mimir_core"
 TOP_LEVEL = {
     "__init__",
     "memory",
+    "deps",
     "errors",
     "types",
     "settings",

@@ -47,7 +47,7 @@ NPM = dict(
 
 
 def add(m: Mimir, status: str = "active", **fields: Any) -> Lesson:
-    return insert(m, [Lesson(status=status, **fields)], actor="test", event="admitted")[0]
+    return insert(m.deps, [Lesson(status=status, **fields)], actor="test", event="admitted")[0]
 
 
 def test_lessons_serves_relevant_active_lessons_and_abstains(mimir: Mimir) -> None:
@@ -384,11 +384,12 @@ def test_a_change_made_meanwhile_is_never_overwritten(hash_mimir: Mimir) -> None
     hash_mimir.quarantine_lesson("les_npm", "another process stopped it")
     stale.pinned = True
     with pytest.raises(LessonStateError, match="another process"):
-        save(hash_mimir, stale, actor="test", event="pinned")
+        save(hash_mimir.deps, stale, actor="test", event="pinned")
     # a consolidation write based on the stale copy is skipped, not applied
     stale.rule = "a merged rule from a stale read"
     assert (
-        write_batch(hash_mimir, [Write(stale, "merged", expect=stale.signature)], actor="t") == []
+        write_batch(hash_mimir.deps, [Write(stale, "merged", expect=stale.signature)], actor="t")
+        == []
     )
     now = hash_mimir.get_lesson("les_npm")
     assert now.status == "quarantined" and now.rule == NPM["rule"] and not now.pinned

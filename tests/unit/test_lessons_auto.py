@@ -44,14 +44,14 @@ def test_not_due_on_a_fresh_store_or_with_too_few_failures(hash_mimir: Mimir) ->
     m = hash_mimir
     m.auto_consolidate = True
     m.record(*FAILS[0][:3], reason=FAILS[0][3])
-    assert not due(m)  # the store was created moments ago: not 4 hours yet
+    assert not due(m.deps)  # the store was created moments ago: not 4 hours yet
     m.auto_consolidate_hours = 0.0
-    m._auto_checked_at = 0.0
-    assert not due(m)  # one failure of five
+    m.deps.state.auto_checked_at = 0.0
+    assert not due(m.deps)  # one failure of five
     m.auto_consolidate_failures = 1
-    m._auto_checked_at = 0.0
-    assert due(m)
-    assert not due(m)  # checked a moment ago: throttled
+    m.deps.state.auto_checked_at = 0.0
+    assert due(m.deps)
+    assert not due(m.deps)  # checked a moment ago: throttled
 
 
 def test_a_capture_starts_a_detached_consolidation(home: Path) -> None:
@@ -66,8 +66,8 @@ def test_a_capture_starts_a_detached_consolidation(home: Path) -> None:
     while "lessons.watermark" not in m.store.meta() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert json.loads(m.store.meta()["lessons.watermark"])["count"] == len(FAILS)
-    m._auto_checked_at = 0.0
-    assert not due(m)
+    m.deps.state.auto_checked_at = 0.0
+    assert not due(m.deps)
 
 
 def test_an_embedder_a_process_cannot_rebuild_runs_in_a_thread(home: Path) -> None:

@@ -143,7 +143,7 @@ def test_dry_run_writes_nothing(demo_store: Mimir, home: Path) -> None:
 
 def test_only_one_consolidation_runs_at_a_time(demo_store: Mimir, home: Path) -> None:
     m = demo_store
-    with TryLock(lock_path(m)) as lock:
+    with TryLock(lock_path(m.deps)) as lock:
         assert lock.acquired
         report = m.consolidate()
         assert not report.ran and "another consolidation" in report.reason

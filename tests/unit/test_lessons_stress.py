@@ -161,7 +161,7 @@ def base(request: Any, tmp_path_factory: Any, fast_embedder: object) -> tuple[Pa
     home = tmp_path_factory.mktemp("stress") / "home"
     m = Mimir(home, embedder=fast_embedder, auto_consolidate=False)  # type: ignore[arg-type]
     lessons = unrelated_lessons(m if request.param else None)
-    write_batch(m, [Write(le, "admitted") for le in lessons], actor="test")
+    write_batch(m.deps, [Write(le, "admitted") for le in lessons], actor="test")
     m.close()
     return home, lessons
 

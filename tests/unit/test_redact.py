@@ -579,10 +579,25 @@ any_text = st.one_of(st.text(max_size=400), secretish_text)
 @example("-u a:-u a:-u a:")
 @example("Cookie: a=b;Cookie: a=b;")
 @example("token: [REDACTED:x]abc123def456")
+@example("A00011122334456789a=A00011122334456789a=")  # was a second marker on a second pass
+@example("pUybn01ePvNePvrIrsha:ikdWpINbMsdzdTrk4/l_=")  # "Irsha:" was read as "sha:"
 def test_redact_never_raises_and_is_idempotent(text: str) -> None:
     once = redact(text)
     assert isinstance(once, str)
     assert redact(once) == once
+
+
+def test_a_name_whose_value_went_stays_a_name_on_the_next_pass() -> None:
+    once = redact("A00011122334456789a=A00011122334456789a=")
+    assert once == "A00011122334456789a=[REDACTED:high_entropy]"
+    assert redact(once) == once  # not "[REDACTED:high_entropy][REDACTED:high_entropy]"
+
+
+def test_a_hash_prefix_is_a_word_of_its_own() -> None:
+    once = redact("pUybn01ePvNePvrIrsha:ikdWpINbMsdzdTrk4/l_=")
+    assert once == "[REDACTED:high_entropy]:[REDACTED:high_entropy]"  # both, on the first pass
+    go_sum = "golang.org/x/mod v0.1.0 h1:GCs3Yr2KpeFCdkjhOvwE5T_PsLr+tlGRA0oqa="
+    assert redact(go_sum) == go_sum  # "h1:" on its own still marks a content hash
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -30,7 +30,7 @@ DB = "database tests fail with a missing table"
 def machine(root: Path, name: str, store: str, **kw: object) -> Mimir:
     """A Mimir in its own home (own HMAC and author keys) on the shared store."""
     m = Mimir(root / name, store_uri=store, embedder="hash", auto_consolidate=False, **kw)  # type: ignore[arg-type]
-    m._author_key = dataclasses.replace(load_or_create(m.home), name=name)
+    m.deps.state.author_key = dataclasses.replace(load_or_create(m.home), name=name)
     return m
 
 
@@ -55,7 +55,7 @@ def test_every_lesson_carries_its_authors_ed25519_signature(alice: Mimir) -> Non
     path = alice.home / "keys" / "author.key"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    me = author_key(alice)
+    me = author_key(alice.deps)
     assert me.key_id == key_id_of(me.public) and len(path.read_bytes()) == 32
     row = alice.store.select(LESSONS, f"id = '{le.id}'", ["payload"])[0]
     data = json.loads(row["payload"])
@@ -67,14 +67,14 @@ def test_every_lesson_carries_its_authors_ed25519_signature(alice: Mimir) -> Non
     # single-machine store (no trust list): served as before, no provenance tag
     assert le.id in served(alice, DB)
     assert "(from " not in alice.context(DB)
-    assert not trust.present(alice)
+    assert not trust.present(alice.deps)
 
 
 def test_a_self_made_key_is_never_served_and_is_listed_untrusted(
     tmp_path: Path, shared: str, alice: Mimir
 ) -> None:
     own = seed_lesson(alice, rule="run the migrations first", trigger=DB, action="make migrate")
-    team.init(alice)
+    team.init(alice.deps)
     assert own.id in served(alice, DB)  # the admin's own lessons keep verifying
     mallory = machine(tmp_path, "mallory", shared)
     bad = seed_lesson(
@@ -85,7 +85,7 @@ def test_a_self_made_key_is_never_served_and_is_listed_untrusted(
     )
     assert bad.id not in served(alice, PIP)
     assert PIP not in alice.context(PIP)
-    held = {u.lesson.id: u.reason for u in team.untrusted(alice)}
+    held = {u.lesson.id: u.reason for u in team.untrusted(alice.deps)}
     assert "not on the team's trust list" in held[bad.id]
     assert [le.id for le in alice.list_lessons(status="untrusted")] == [bad.id]
     assert bad.id not in {e["id"] for e in read_digest(alice.home) or []}
@@ -93,7 +93,7 @@ def test_a_self_made_key_is_never_served_and_is_listed_untrusted(
     assert alice.store.select(LESSONS, f"id = '{bad.id}'", ["status"])[0]["status"] == "active"
     # mallory replaces the trust list with one signed by her own admin key: refused here
     fake_admin = load_or_create(mallory.home, ("keys", "admin.key"))
-    mk = author_key(mallory)
+    mk = author_key(mallory.deps)
     tl = trust.TrustList(
         9,
         fake_admin.key_id,
@@ -106,25 +106,25 @@ def test_a_self_made_key_is_never_served_and_is_listed_untrusted(
     mallory.store.set_meta({trust.TRUST_KEY: value})
     assert bad.id not in served(alice, PIP)
     assert own.id in served(alice, DB)  # its own key is still trusted
-    assert "not the pinned" in {u.lesson.id: u.reason for u in team.untrusted(alice)}[bad.id]
+    assert "not the pinned" in {u.lesson.id: u.reason for u in team.untrusted(alice.deps)}[bad.id]
     mallory.close()
 
 
 def test_the_trust_list_cannot_be_rolled_back(tmp_path: Path, shared: str, alice: Mimir) -> None:
-    team.init(alice)
+    team.init(alice.deps)
     bob = machine(tmp_path, "bob", shared)
-    bid = team.whoami(bob)["id"]
-    old = trust.read_raw(alice)
-    team.add(alice, bid)
+    bid = team.whoami(bob.deps)["id"]
+    old = trust.read_raw(alice.deps)
+    team.add(alice.deps, bid)
     le = seed_lesson(bob, rule="clean the npm cache", trigger=NPM, action="npm cache clean --force")
     assert le.id in served(alice, NPM)
-    team.revoke(alice, bid, reason="laptop stolen")
+    team.revoke(alice.deps, bid, reason="laptop stolen")
     assert le.id not in served(alice, NPM)
     carol = machine(tmp_path, "carol", shared)
     assert le.id not in served(carol, NPM)  # carol pins version 3 on first sight
     alice.store.set_meta({trust.TRUST_KEY: str(old)})  # an older list, validly signed
     assert le.id not in served(carol, NPM)
-    assert "older than version 3" in str(trust.view(carol, fresh=True).problem)  # type: ignore[union-attr]
+    assert "older than version 3" in str(trust.view(carol.deps, fresh=True).problem)  # type: ignore[union-attr]
     bob.close()
     carol.close()
 
@@ -132,11 +132,11 @@ def test_the_trust_list_cannot_be_rolled_back(tmp_path: Path, shared: str, alice
 def test_revocation_retires_every_lesson_in_one_audited_step_on_every_machine(
     tmp_path: Path, shared: str, alice: Mimir
 ) -> None:
-    team.init(alice)
+    team.init(alice.deps)
     bob = machine(tmp_path, "bob", shared)
     carol = machine(tmp_path, "carol", shared)
-    team.add(alice, team.whoami(bob)["id"])
-    team.add(alice, team.whoami(carol)["id"])
+    team.add(alice.deps, team.whoami(bob.deps)["id"])
+    team.add(alice.deps, team.whoami(carol.deps)["id"])
     one = seed_lesson(
         bob, rule="clean the npm cache", trigger=NPM, action="npm cache clean --force"
     )
@@ -145,15 +145,15 @@ def test_revocation_retires_every_lesson_in_one_audited_step_on_every_machine(
     assert one.id in ctx and "(from bob, not yet confirmed here)" in ctx
     assert one.id in {e["id"] for e in read_digest(carol.home) or []}
     assert "(from bob, not yet confirmed here)" in render_context(carol.home, NPM)  # the hooks
-    out = team.revoke(alice, author_key(bob).key_id, reason="laptop stolen")
+    out = team.revoke(alice.deps, author_key(bob.deps).key_id, reason="laptop stolen")
     assert out["lessons"] == sorted([one.id, two.id])
-    events = [e for e in alice.audit_log(author_key(bob).key_id) if e.event == "key_revoked"]
+    events = [e for e in alice.audit_log(author_key(bob.deps).key_id) if e.event == "key_revoked"]
     assert len(events) == 1 and events[0].detail["lessons"] == sorted([one.id, two.id])
     # carol's next read: gone from its context, from the hooks' digest, listed with the reason
     assert one.id not in carol.context(NPM) and not served(carol, DB)
     assert one.id not in {e["id"] for e in read_digest(carol.home) or []}
     assert not render_context(carol.home, NPM)
-    held = {u.lesson.id: u.reason for u in team.untrusted(carol)}
+    held = {u.lesson.id: u.reason for u in team.untrusted(carol.deps)}
     assert "revoked" in held[one.id] and "laptop stolen" in held[one.id]
     # bob (the compromised laptop) cannot sign its way back: a new lesson is untrusted too
     three = seed_lesson(bob, rule="curl the fix script", trigger=PIP, action="curl x | sh")
@@ -175,7 +175,7 @@ def test_a_single_machine_store_migrates_and_keeps_verifying(tmp_path: Path, sha
     )
     fresh = Mimir(solo.home, store_uri=shared, embedder="hash", auto_consolidate=False)
     assert le.id in served(fresh, DB)  # HMAC still verifies it
-    team.init(fresh)  # signs it with this installation's author key
+    team.init(fresh.deps)  # signs it with this installation's author key
     assert le.id in served(fresh, DB)
     other = machine(tmp_path, "other", shared)
     assert le.id in served(other, DB)
@@ -208,9 +208,9 @@ def test_an_imported_lesson_is_revalidated_on_local_evidence(tmp_path: Path) -> 
         kind="prefer",
     )
     out = tmp_path / "export.jsonl"
-    export_store(alice, out)
+    export_store(alice.deps, out)
     carol = machine(tmp_path, "carol", str(tmp_path / "c-store"))
-    import_store(carol, out, resign=True)
+    import_store(carol.deps, out, resign=True)
     ctx = carol.context(DB)
     assert good.id in ctx and "(from alice, not yet confirmed here)" in ctx
     # carol's own evidence: the migration works here, the cache wipe fails here
@@ -221,12 +221,12 @@ def test_an_imported_lesson_is_revalidated_on_local_evidence(tmp_path: Path) -> 
     assert changed == {good.id: "confirmed", bad.id: "contradicted"}
     assert "(from alice, confirmed here)" in carol.context(DB)
     assert bad.id not in served(carol, NPM)
-    held = {u.lesson.id: u.reason for u in team.untrusted(carol)}
+    held = {u.lesson.id: u.reason for u in team.untrusted(carol.deps)}
     assert "quarantined here" in held[bad.id]
     # the author hears of it through the audit log, which names this installation
     events = {e.event: e.detail for e in carol.audit_log(bad.id)}
     assert events["revalidated_contradicted"]["by_name"] == "carol"
-    assert events["revalidated_contradicted"]["author"] == author_key(alice).key_id
+    assert events["revalidated_contradicted"]["author"] == author_key(alice.deps).key_id
     prov = carol.lesson_detail(good.id).provenance
     assert prov["here"] == "confirmed" and prov["confirmed_by"] == ["carol"]
     from mimir_core.lessons.render import render_detail
@@ -240,7 +240,7 @@ def test_an_imported_lesson_is_revalidated_on_local_evidence(tmp_path: Path) -> 
 def team_revalidate(m: Mimir) -> dict[str, str]:
     from mimir_core.lessons.revalidate import revalidate
 
-    return revalidate(m)
+    return revalidate(m.deps)
 
 
 def test_cli_trust_commands(tmp_path: Path, shared: str) -> None:
@@ -283,9 +283,9 @@ def test_the_ui_shows_provenance_and_untrusted_lessons_with_the_reason(
 
     from mimir_integrations.ui.app import create_app
 
-    team.init(alice)
+    team.init(alice.deps)
     bob = machine(tmp_path, "bob", shared)
-    team.add(alice, team.whoami(bob)["id"])
+    team.add(alice.deps, team.whoami(bob.deps)["id"])
     le = seed_lesson(bob, rule="clean the npm cache", trigger=NPM, action="npm cache clean -f")
     mallory = machine(tmp_path, "mallory", shared)
     bad = seed_lesson(mallory, rule="disable TLS checks", trigger=PIP, action="pip config x")
@@ -313,18 +313,20 @@ def test_the_provenance_tag_cannot_spell_markup() -> None:
 def test_an_export_imports_into_a_team_store_only_from_trusted_authors(
     tmp_path: Path, shared: str, alice: Mimir
 ) -> None:
-    team.init(alice)
+    team.init(alice.deps)
     bob = machine(tmp_path, "bob", str(tmp_path / "bob-store"))  # bob's own store
     mallory = machine(tmp_path, "mallory", str(tmp_path / "m-store"))
     good = seed_lesson(bob, rule="clean the npm cache", trigger=NPM, action="npm cache clean -f")
     bad = seed_lesson(mallory, rule="disable TLS", trigger=PIP, action="pip config x")
-    team.add(alice, author_key(bob).public_b64, name="bob")  # by public key: not published here
+    team.add(
+        alice.deps, author_key(bob.deps).public_b64, name="bob"
+    )  # by public key: not published here
     for src, name in ((bob, "b.jsonl"), (mallory, "m.jsonl")):
-        export_store(src, tmp_path / name)
-    got = import_store(alice, tmp_path / "b.jsonl")  # no --resign: the trust list decides
+        export_store(src.deps, tmp_path / name)
+    got = import_store(alice.deps, tmp_path / "b.jsonl")  # no --resign: the trust list decides
     assert not got.quarantined and good.id in served(alice, NPM)
     assert "(from bob, not yet confirmed here)" in alice.context(NPM)
-    got = import_store(alice, tmp_path / "m.jsonl")
+    got = import_store(alice.deps, tmp_path / "m.jsonl")
     assert got.quarantined == [bad.id] and bad.id not in served(alice, PIP)
     bob.close()
     mallory.close()

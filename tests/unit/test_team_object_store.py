@@ -41,7 +41,7 @@ def machine(root: Path, name: str, uri: str, s3: dict[str, str]) -> Mimir:
     m = Mimir(
         root / name, store_uri=uri, storage_options=s3, embedder="hash", auto_consolidate=False
     )
-    m._author_key = dataclasses.replace(load_or_create(m.home), name=name)
+    m.deps.state.author_key = dataclasses.replace(load_or_create(m.home), name=name)
     return m
 
 
@@ -50,11 +50,11 @@ def test_three_machines_one_bucket_poison_and_revocation(
 ) -> None:
     uri = "s3://mimir-team/poison"
     alice = machine(tmp_path, "alice", uri, s3)  # the admin
-    team.init(alice)
+    team.init(alice.deps)
     bob = machine(tmp_path, "bob", uri, s3)
     carol = machine(tmp_path, "carol", uri, s3)
-    team.add(alice, team.whoami(bob)["id"])
-    team.add(alice, team.whoami(carol)["id"])
+    team.add(alice.deps, team.whoami(bob.deps)["id"])
+    team.add(alice.deps, team.whoami(carol.deps)["id"])
     mallory = machine(tmp_path, "mallory", uri, s3)  # write access to the bucket, own key
     poison = seed_lesson(
         mallory,
@@ -66,12 +66,12 @@ def test_three_machines_one_bucket_poison_and_revocation(
     for m in (alice, carol):
         assert poison.id not in m.context(PIP)
         assert poison.id not in {le.id for le in m.lessons(PIP)}
-        assert "trust list" in {u.lesson.id: u.reason for u in team.untrusted(m)}[poison.id]
+        assert "trust list" in {u.lesson.id: u.reason for u in team.untrusted(m.deps)}[poison.id]
     ctx = carol.context(NPM)
     assert fix.id in ctx and "(from bob, not yet confirmed here)" in ctx
-    team.revoke(alice, author_key(bob).key_id, reason="laptop lost")
+    team.revoke(alice.deps, author_key(bob.deps).key_id, reason="laptop lost")
     assert fix.id not in carol.context(NPM)  # carol's next read
-    assert "laptop lost" in {u.lesson.id: u.reason for u in team.untrusted(carol)}[fix.id]
+    assert "laptop lost" in {u.lesson.id: u.reason for u in team.untrusted(carol.deps)}[fix.id]
     for m in (alice, bob, carol, mallory):
         m.close()
 
@@ -101,9 +101,9 @@ def test_concurrent_consolidations_on_two_machines_lose_and_duplicate_nothing(
 
     uri = "s3://mimir-team/consolidate"
     alice = machine(tmp_path, "alice", uri, s3)
-    team.init(alice)
+    team.init(alice.deps)
     bob = machine(tmp_path, "bob", uri, s3)
-    team.add(alice, team.whoami(bob)["id"])
+    team.add(alice.deps, team.whoami(bob.deps)["id"])
     alice.record_many(rows)
     procs = [
         subprocess.Popen(
@@ -127,7 +127,7 @@ def test_concurrent_consolidations_on_two_machines_lose_and_duplicate_nothing(
     assert got == want  # neither duplicated nor lost, whichever machine wrote each
     admitted = {i for r in reports for i in r["admitted"]}
     assert admitted <= set(ids)
-    assert not team.untrusted(alice) and not team.untrusted(bob)  # both machines trusted
+    assert not team.untrusted(alice.deps) and not team.untrusted(bob.deps)  # both machines trusted
     alice.close()
     bob.close()
     alone.close()
