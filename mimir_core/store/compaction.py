@@ -47,17 +47,21 @@ def lost(exc: BaseException) -> bool:
     return any(word in text for word in LOST)
 
 
+def starved(exc: BaseException) -> bool:
+    """Whether ``exc`` says a commit ran out of LanceDB's retries (its 30 s) against writers
+    committing meanwhile: trying again without the write lock would likely starve again."""
+    return "concurrent writers" in str(exc).lower()
+
+
 def compact(store: Store, name: str, target: int) -> None:
     """Merge the table's fragments of fewer than ``target`` rows into fragments of up to
     ``target`` rows (see the module docstring)."""
-    for attempt in range(ATTEMPTS):
-        if attempt + 1 == ATTEMPTS:
-            with store.lock.hold():
-                store.upkeep_dataset(name).optimize.compact_files(target_rows_per_fragment=target)
-            return
+    for _ in range(ATTEMPTS - 1):
         planned = rewrite(store, name, target)
         if planned is None or commit(store, name, *planned):
             return
+    with store.lock.hold():  # the last try: no writer commits meanwhile
+        store.upkeep_dataset(name).optimize.compact_files(target_rows_per_fragment=target)
 
 
 def rewrite(store: Store, name: str, target: int) -> tuple[Any, list[Any]] | None:

@@ -225,18 +225,6 @@ def _vector_index_description(ds: Any) -> Any:
     return next((i for i in ds.describe_indices() if list(i.field_names) == ["vector"]), None)
 
 
-def _retried(step: Callable[[], Any]) -> Any:
-    """``step()``, tried again when a concurrent commit preempted it (each try starts from the
-    latest version: ``read_consistency_interval=0``)."""
-    for attempt in range(OPTIMIZE_ATTEMPTS):
-        try:
-            return step()
-        except Exception as exc:
-            if "commit conflict" not in str(exc) or attempt + 1 == OPTIMIZE_ATTEMPTS:
-                raise
-    return None  # pragma: no cover - the loop returns or raises
-
-
 def _schemas(dim: int) -> dict[str, pa.Schema]:
     import pyarrow as pa
 
@@ -1199,9 +1187,9 @@ class Store:
         with many deleted rows): LanceDB's own ``optimize`` merges every fragment under 1M rows,
         so each upkeep rewrote the whole table once nothing blocked it (a 1M-row load wrote
         ~50 GB). Writers do not wait for the index steps (they run outside the write lock), so
-        a write committed meanwhile may preempt one: that is retried a few times, then raised
-        as a :class:`StoreError` like any other failure. Compaction rewrites outside the lock
-        and commits under it (:mod:`.compaction`)."""
+        a write committed meanwhile may preempt one: that is tried again, the last time under
+        the write lock (:meth:`_retried`). Compaction rewrites outside the lock and commits
+        under it (:mod:`.compaction`)."""
         tbl = self.table(name)
         if name in SEARCHED and self._vector_index(name).kind != VECTOR_INDEX:
             rows = tbl.count_rows()
@@ -1210,9 +1198,9 @@ class Store:
         if name in TABLE_KEYS:
             self._ensure_key_indexes(name)
         with self._write_errors(name):
-            _retried(lambda: self.upkeep_dataset(name).optimize.optimize_indices())
+            self._retried(lambda: self.upkeep_dataset(name).optimize.optimize_indices())
             if name in SEARCHED:
-                _retried(lambda: self._merge_vector_index(name))
+                self._retried(lambda: self._merge_vector_index(name))
             if compact:  # after the merge: LanceDB compacts no fragments two segments cover
                 if tail:
                     self._compact_tail(name)
@@ -1220,9 +1208,32 @@ class Store:
                     self._compact(name)
             self._cleanup(name, cleanup_older_than)
 
+    def _retried(self, step: Callable[[], Any]) -> Any:
+        """``step()`` (an upkeep step that commits), tried again when a concurrent commit
+        preempted it (each try starts from the latest version); the last try holds the write
+        lock, so writers cannot preempt it.
+
+        Why the lock at the end: a process writing one by one under load commits every few ms,
+        and an index fold's commit, rebased over each new write in turn, ran out of LanceDB's
+        retries ("Too many concurrent writers", after 30 s) now and then, leaving its index
+        files behind. Such a starved try (it took LanceDB's 30 s) goes straight to the locked
+        one. Lost tries are counted in :attr:`conflicts`."""
+        for _ in range(OPTIMIZE_ATTEMPTS - 1):
+            try:
+                return step()
+            except Exception as exc:
+                if not compaction.lost(exc):
+                    raise
+                self.conflicts += 1
+                log.info("upkeep step lost its commit (tried again): %s", exc)
+                if compaction.starved(exc):
+                    break
+        with self.lock.hold():
+            return step()
+
     def _cleanup(self, name: str, older_than: timedelta) -> None:
         """Remove versions older than ``older_than`` and the files only they used."""
-        _retried(lambda: self.upkeep_dataset(name).cleanup_old_versions(older_than=older_than))
+        self._retried(lambda: self.upkeep_dataset(name).cleanup_old_versions(older_than=older_than))
 
     def _compact_tail(self, name: str) -> None:
         """Merge the table's small fragments among themselves, at the smallest size of

@@ -132,3 +132,29 @@ def test_single_writes_with_upkeep_leave_only_files_of_kept_versions(home: Path)
     assert data_files(store) == named_files(store)  # nothing orphaned by the upkeep
     assert stored_ids(m) == set(ids)
     m.close()
+
+
+def test_an_upkeep_step_starved_of_its_commit_runs_again_under_the_write_lock(home: Path) -> None:
+    """An index fold rebased over one write after another ran out of LanceDB's retries; its
+    next try holds the write lock, so no writer commits meanwhile."""
+    m = open_m(home)
+    store = m.store
+    held: list[bool] = []
+
+    def step() -> str:
+        held.append(store.lock._depth > 0)
+        if len(held) == 1:
+            raise OSError("Too many concurrent writers. Attempted 8 times, but failed")
+        return "folded"
+
+    assert store._retried(step) == "folded"
+    assert held == [False, True]
+    assert store.conflicts == 1
+
+    def broken() -> None:
+        raise OSError("No space left on device")
+
+    with pytest.raises(OSError, match="No space"):
+        store._retried(broken)  # not a lost commit: raised at once, not counted
+    assert store.conflicts == 1
+    m.close()
