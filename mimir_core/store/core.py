@@ -1152,7 +1152,7 @@ class Store:
                 self.optimize(name, compact=compact, tail=True)
             elif compact:
                 with self._write_errors(name):
-                    self._compact_tail(name)
+                    self._retried(lambda: self._compact_tail(name))
                     self._cleanup(name, CLEANUP_AFTER)
         except Exception as exc:
             log.warning("optimize of %s failed (will retry later): %s", name, exc)
@@ -1202,10 +1202,7 @@ class Store:
             if name in SEARCHED:
                 self._retried(lambda: self._merge_vector_index(name))
             if compact:  # after the merge: LanceDB compacts no fragments two segments cover
-                if tail:
-                    self._compact_tail(name)
-                else:
-                    self._compact(name)
+                self._retried(lambda: self._compact_tail(name) if tail else self._compact(name))
             self._cleanup(name, cleanup_older_than)
 
     def _retried(self, step: Callable[[], Any]) -> Any:
