@@ -103,6 +103,7 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
             "rss_mb": int(status["VmRSS"]) / 1024,
             "peak_rss_mb": int(status["VmHWM"]) / 1024,
             "disk_bytes": _disk(os.path.join(STATE["path"], "store")),
+            "upkeep_conflicts": m.store.conflicts,
         }
     if op == "settle":  # the upkeep the writes asked for, finished
         m.store.upkeep.wait(600)

@@ -191,6 +191,9 @@ def run(
                 "single_peak_rss_mb": round(after["peak_rss_mb"], 1),
                 "disk_mb_right_after": round(after["disk_bytes"] / 1e6, 1),
                 "disk_mb_settled": round(settled["disk_bytes"] / 1e6, 1),
+                # upkeep commits lost to a concurrent commit (Mimir: tried again, see
+                # mimir_core/store/compaction.py)
+                "upkeep_conflicts": after.get("upkeep_conflicts"),
                 "search_ms": pct(search),
             }
     finally:
