@@ -170,6 +170,7 @@ class ClusterIndex:
         """Index ``cluster`` (by its key and vector); returns it."""
         self.clusters.append(cluster)
         self._by_key.setdefault(cluster.key, cluster)
+        self._position[id(cluster)] = len(self.clusters) - 1
         self._push(len(self.clusters) - 1, cluster.vector)
         return cluster
 
@@ -196,7 +197,6 @@ class ClusterIndex:
             self._vectors = grown
         self._vectors[n] = vec
         self._owner.append(owner)
-        self._position.setdefault(id(self.clusters[owner]), owner)
 
     def find(self, key: str, sig: str | None, vec: npt.NDArray[np.float32]) -> ActionCluster | None:
         """The cluster an action belongs to (same normalised text as one of its phrasings, else
