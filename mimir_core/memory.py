@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .deps import AutoConsolidation, Deps
 from .embed.core import CachedEmbedder, Embedder
-from .errors import InvalidInputError, NotFoundError, short
+from .errors import InvalidInputError, short
 from .ingest import record as _record
 from .ingest import spool as _spool
 from .ingest.validate import (
@@ -30,14 +30,11 @@ from .search.recommend import RecommendTuning, recommend_in
 from .search.scoring import Scoring
 from .settings import MimirSettings, load_settings, valid_half_life
 from .store.core import (
-    EXPERIENCES,
-    LESSONS,
     TABLES,
     Store,
 )
 from .store.filters import LIVE, Eq, Range, all_of
 from .types import (
-    OUTCOMES,
     AuditEvent,
     ConsolidationReport,
     Experience,
@@ -370,46 +367,11 @@ class Mimir:
 
         Forgetting a lesson with ``with_experiences=True`` also removes the experiences it was
         learned from; forgetting an experience also removes the lessons whose wording quotes it.
+        Raises :class:`NotFoundError` when ``ident`` names neither.
         """
-        from .lessons.lifecycle import (
-            forget_in_digests,
-            forget_lesson,
-            lessons_quoting,
-            refresh_digest,
-            scrub_audit,
-        )
+        from .ops.forget import forget
 
-        _check_text("id", ident)
-        where = Eq("id", ident)
-        store = self.store
-        table = EXPERIENCES if store.count(EXPERIENCES, where) else None
-        if table is None and store.count(LESSONS, where):
-            table = LESSONS
-        if table is None:
-            from .lessons.reconcile import acknowledge_missing
-
-            if acknowledge_missing(self.deps, ident):  # a lesson deleted outside Mimir: noted
-                return
-            raise NotFoundError("experience or lesson", ident)
-        if table == LESSONS:
-            forget_lesson(self.deps, ident, with_experiences=with_experiences)
-            return
-        quoting = lessons_quoting(self.deps, ident)
-        forgotten = self.deps.get_many([ident])
-        store.delete(table, where)
-        self.deps.release_superseded([ident])
-        store.purge(table)
-        from .ingest.capture.episodes import scrub_sessions
-
-        for e in forgotten:  # the hook's session state may still hold the steps it came from
-            scrub_sessions(self.spool_dir, [e.action, e.reason or ""])
-        scrub_audit(self.deps, [ident])
-        forget_in_digests(self.deps, {e.scope for e in forgotten})
-        self.audit("api", ident, "forgotten", {"table": table})
-        for lesson_id in quoting:  # their wording quotes the forgotten text
-            forget_lesson(self.deps, lesson_id, with_experiences=False, actor="mimir")
-        if not quoting:  # the digest's topic keywords come from the lessons' evidence texts
-            refresh_digest(self.deps)
+        forget(self.deps, _check_text("id", ident), with_experiences=with_experiences)
 
     def audit(self, actor: str, subject_id: str, event: str, detail: Mapping[str, Any]) -> None:
         """Append an entry to the audit log."""
@@ -580,46 +542,16 @@ class Mimir:
 
     def recent(self, n: int = 10, *, scope: str | None = None) -> list[Experience]:
         """The ``n`` most recently created experiences, newest first."""
+        from .ops.inventory import recent
+
         _check_k(n, "n")
-        where, _prefer = self.deps.scope_filter(scope)
-        table = self.store.column(EXPERIENCES, ["id", "created_at"], where)
-        if table.num_rows == 0:
-            return []
-        ids = table.column("id").to_pylist()
-        ts = table.column("created_at").to_pylist()
-        newest = [i for _t, i in sorted(zip(ts, ids, strict=True), reverse=True)[:n]]
-        got = {e.id: e for e in self.deps.get_many(newest)}
-        return [got[i] for i in newest if i in got]
+        return recent(self.deps, n, scope)
 
     def stats(self) -> Stats:
         """Counts by outcome, source and scope, lessons by status, and store facts."""
-        store = self.store
-        cols = store.column(EXPERIENCES, ["outcome", "source", "scope", "superseded_by"])
+        from .ops.inventory import stats
 
-        def tally(name: str) -> dict[str, int]:
-            out: dict[str, int] = {}
-            for v in cols.column(name).to_pylist():
-                out[v or ""] = out.get(v or "", 0) + 1
-            return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
-
-        lessons: dict[str, int] = {}
-        for row in store.select(LESSONS, None, ["status"]):
-            lessons[row["status"]] = lessons.get(row["status"], 0) + 1
-        by_outcome = {o: 0 for o in OUTCOMES} | tally("outcome")
-        return Stats(
-            store_uri=self.store_uri,
-            schema_version=int(store.meta().get("schema_version", "0")),
-            embedder=self.embedder.name,
-            experiences=cols.num_rows,
-            by_outcome=by_outcome,
-            by_source=tally("source"),
-            by_scope=tally("scope"),
-            lessons=lessons,
-            superseded=sum(1 for v in cols.column("superseded_by").to_pylist() if v),
-            table_version=int(store.table(EXPERIENCES).version),
-            fragments=store.fragments(EXPERIENCES),
-            disk_bytes=store.disk_bytes(),
-        )
+        return stats(self.deps)
 
     # -- the capture spool -----------------------------------------------------------------------
 
