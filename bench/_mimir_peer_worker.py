@@ -60,6 +60,7 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
             from mimir_core.embed.core import FastEmbedder
 
             emb = FastEmbedder(Path(req["model_dir"]))
+            emb.embed(["warm up"])  # loaded before the clock starts, as mem0's worker does
         m = Mimir(path, embedder=emb, auto_consolidate=False)
         m.stats()  # open the store
         STATE.update(m=m, emb=emb, path=path)

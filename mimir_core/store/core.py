@@ -456,22 +456,6 @@ def row_experience(row: dict[str, Any]) -> Experience:
     )
 
 
-LANCE_LOG_DEFAULT = "warn,lance::dataset::optimize=error"
-"""The Lance engine's log filter when the user sets none (``LANCE_LOG``, read once when the
-engine loads): warnings as usual, but not the one a lost compaction commit prints ("Compaction
-commit failed; leaving N rewritten fragment(s) in place for GC"). Upkeep's compaction races
-writers by design (:mod:`.compaction`), counts its lost commits (:attr:`Store.conflicts`) and
-removes their files; the engine's warning repeated on every lost race, tens of lines a minute
-on the host's stderr for a handled condition."""
-
-
-def quiet_lost_commits() -> None:
-    """Set :data:`LANCE_LOG_DEFAULT` as the engine's log filter unless the user set one.
-
-    A library default written before the engine loads, not a setting Mimir reads."""
-    os.environ.setdefault("LANCE_LOG", LANCE_LOG_DEFAULT)
-
-
 class Store:
     """A Mimir store on LanceDB (a local directory or any URI LanceDB accepts)."""
 
@@ -485,7 +469,6 @@ class Store:
         storage_options: dict[str, str] | None = None,
         check_embedder: bool = True,
     ) -> None:
-        quiet_lost_commits()
         import lance
         import lancedb
 

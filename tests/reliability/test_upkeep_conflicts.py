@@ -185,7 +185,7 @@ def test_a_lost_commit_is_not_reported_on_stderr_unless_the_user_asks(
 ) -> None:
     """The engine warned on stderr at every lost compaction race, a condition upkeep handles
     (tens of lines a minute under load); its log filter now defaults to leaving that one out
-    (``LANCE_LOG_DEFAULT``), and a filter the user sets is kept."""
+    (``mimir_core.store.LANCE_LOG_DEFAULT``), and a filter the user sets is kept."""
     import subprocess
     import sys
 
@@ -203,3 +203,23 @@ def test_a_lost_commit_is_not_reported_on_stderr_unless_the_user_asks(
     assert done.stdout.strip() == "lost 1"
     warned = "Compaction commit failed" in done.stderr
     assert warned is (user_filter is not None), done.stderr
+
+
+@pytest.mark.parametrize("user_filter", [None, "info"])
+def test_any_first_import_of_the_engine_gets_the_default_log_filter(
+    user_filter: str | None,
+) -> None:
+    """The filter is set when the store package is imported, so a process whose first Lance
+    import is not a ``Store`` (``mimir doctor``'s integrity checks) gets it too."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "LANCE_LOG"}
+    if user_filter is not None:
+        env["LANCE_LOG"] = user_filter
+    probe = "import os, mimir_core.store.integrity, lance; print(os.environ['LANCE_LOG'])"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (user_filter or "warn,lance::dataset::optimize=error")

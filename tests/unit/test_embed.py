@@ -210,6 +210,27 @@ def test_a_w8a8_vector_does_not_depend_on_its_batch(fast_embedder: FastEmbedder)
     assert np.array_equal(alone, crowd)
 
 
+def test_repeated_texts_in_a_batch_run_once_and_keep_their_places(
+    fast_embedder: FastEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = ["pytest -x", "deploy failed with E1234", "pytest -x", "make lint", "pytest -x"]
+    singly = [fast_embedder.embed([t])[0] for t in texts]
+    model = fast_embedder._load()
+    ran: list[str] = []
+    real = model.embed  # type: ignore[attr-defined]
+
+    def counting(batch: list[str], **kwargs: object) -> object:
+        ran.extend(batch)
+        return real(batch, **kwargs)
+
+    monkeypatch.setattr(model, "embed", counting)
+    together = fast_embedder.embed(texts)
+    assert ran == ["pytest -x", "deploy failed with E1234", "make lint"]
+    assert together.shape == (5, fast_embedder.dim)
+    for i, vec in enumerate(singly):
+        assert np.array_equal(together[i], vec), texts[i]
+
+
 def test_the_rewritten_model_is_private_made_once_and_remade_when_stale(tmp_path: Path) -> None:
     directory = prepare_w8a8_dir(tmp_path / "w8a8")
     model = directory / "model.onnx"
