@@ -99,10 +99,13 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
     if op == "stats":
         # VmHWM, not ru_maxrss: ru_maxrss survives exec, so it starts at the bench's own peak
         with open("/proc/self/status", encoding="utf-8") as fh:
-            status = {x.split(":")[0]: x.split()[1] for x in fh if x.startswith("Vm")}
+            status = {x.split(":")[0]: x.split()[1] for x in fh if x.startswith(("Vm", "Rss"))}
         return {
             "rss_mb": int(status["VmRSS"]) / 1024,
             "peak_rss_mb": int(status["VmHWM"]) / 1024,
+            # now, not peak: private memory, and pages of mapped files (shared library code)
+            "rss_anon_mb": int(status["RssAnon"]) / 1024,
+            "rss_file_mb": int(status["RssFile"]) / 1024,
             "disk_bytes": _disk(os.path.join(STATE["path"], "store")),
             "upkeep_conflicts": m.store.conflicts,
         }

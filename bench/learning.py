@@ -886,6 +886,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated arms (cold always runs): {', '.join(ALL_ARMS)}",
     )
     ap.add_argument("--seeds", type=int, help="number of seeds (0..N-1)")
+    ap.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="with --seeds N: run seeds FIRST..FIRST+N-1 (a block never run before)",
+    )
+    ap.add_argument("--note", action="append", default=[], help="a note kept in the json")
     ap.add_argument("--tasks", type=int, help="tasks per seed")
     ap.add_argument("--consolidate-every", type=int)
     ap.add_argument("--embedder", default="fastembed", help="fastembed (default) or hash")
@@ -915,7 +922,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = "quick" if args.quick else "generic-quick" if args.generic_quick else ""
     default_streams = "dev,ops" if args.generic_quick else "dev"
     streams = _parse_list(args.stream or default_streams, tuple(STREAMS), "stream")
-    notes: list[str] = []
+    notes: list[str] = list(args.note)
     py = None
     if args.arms or args.generic_quick:
         arms = _parse_list(args.arms, ALL_ARMS, "arms") if args.arms else base.arms
@@ -942,7 +949,11 @@ def main(argv: list[str] | None = None) -> int:
     tasks = args.tasks or base.tasks
     for name in streams:
         cfg = Config(
-            seeds=tuple(range(args.seeds)) if args.seeds else base.seeds,
+            seeds=(
+                tuple(range(args.first_seed, args.first_seed + args.seeds))
+                if args.seeds
+                else base.seeds
+            ),
             tasks=tasks,
             consolidate_every=args.consolidate_every or base.consolidate_every,
             window=base.window if tasks == base.tasks else max(10, tasks // 10),

@@ -17,8 +17,11 @@ phase runs in fresh processes, the two systems' calls interleaved in chunks:
 * **bulk**: ``n`` items in calls of :data:`BULK` (``record_many`` / ``add`` of a message list):
   items/s and peak RSS;
 * **bulk with the real MiniLM** on :data:`REAL_ITEMS` items (each embeds with the same model
-  file; Mimir embeds task and action, mem0 the task): items/s, beside the embedder alone
-  (texts/s of Mimir's embedder on the same texts: the ceiling).
+  file, loaded before the clock starts; Mimir embeds task and action, each distinct text of a
+  call once, mem0 the task): items/s, beside the embedder alone (texts/s of Mimir's embedder
+  on the same texts: the ceiling); peak RSS, and at the end private memory (``RssAnon``)
+  apart from mapped files' pages (``RssFile``: shared library code, which two Lance engines
+  double on Mimir's side).
 """
 
 from __future__ import annotations
@@ -220,7 +223,10 @@ def run(
         real = _interleaved(workers, {"rows": real_files["rows"]}, k, BULK)
         for name, w in workers.items():
             result[name]["bulk_real_items_per_s"] = round(k / real[name]["seconds"], 1)
-            result[name]["bulk_real_peak_rss_mb"] = round(w.call(op="stats")["peak_rss_mb"], 1)
+            st = w.call(op="stats")
+            result[name]["bulk_real_peak_rss_mb"] = round(st["peak_rss_mb"], 1)
+            result[name]["bulk_real_rss_anon_mb"] = round(st["rss_anon_mb"], 1)
+            result[name]["bulk_real_rss_file_mb"] = round(st["rss_file_mb"], 1)
     finally:
         for w in workers.values():
             w.close()

@@ -106,6 +106,7 @@ def _learning_generic(_r: None, tmp: Path) -> None:
         r = json.loads((tmp / f"generic-{stream}.json").read_text())
         assert r["config"]["stream"] == stream and r["mode"] == "generic-quick"
         assert r["config"]["arms"] == ["cold", "generic", "ceiling"], r["config"]
+        assert r["config"]["seeds"] == [5] and r["notes"][0] == "plan written first", r["notes"]
         # at this size a stream's ceiling can go without a success: no ratio then, no crash
         assert {"cold", "generic"} <= r["figures"]["over_ceiling"].keys()
 
@@ -164,8 +165,8 @@ SMOKE: dict[str, Part] = {
     ),
     "learning --generic-quick": Part(
         "learning",
-        ("--generic-quick", "--seeds", "1", "--tasks", "16", "--embedder", "hash", "--quiet",
-         "--json", "{tmp}/generic.json"),
+        ("--generic-quick", "--seeds", "1", "--first-seed", "5", "--tasks", "16", "--embedder",
+         "hash", "--quiet", "--note", "plan written first", "--json", "{tmp}/generic.json"),
         None, _learning_generic,
     ),
     "python -m bench": Part(
