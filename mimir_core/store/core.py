@@ -38,6 +38,7 @@ from ..store import upkeep as _upkeep
 from ..text import context_text, fts_groups, fts_text
 from ..types import Experience
 from . import compaction
+from .engine_log import quiet_lost_commits
 from .filters import Filter
 from .group_commit import GroupCommit
 from .locking import FileLock
@@ -46,6 +47,8 @@ from .sql import sql_in as sql_in
 from .sql import sql_str as sql_str
 from .table_scan import is_error
 from .upkeep import Upkeep
+
+quiet_lost_commits()  # before this module first loads the engine
 
 Row = dict[str, Any]
 #: What a read or write selects: a typed filter, or ``None`` for every row (a raw SQL string

@@ -28,7 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
+from .engine_log import quiet_lost_commits
 from .table_scan import TableScanner, is_error
+
+quiet_lost_commits()  # before this module first loads the engine
 
 log = logging.getLogger("mimir.integrity")
 

@@ -185,7 +185,7 @@ def test_a_lost_commit_is_not_reported_on_stderr_unless_the_user_asks(
 ) -> None:
     """The engine warned on stderr at every lost compaction race, a condition upkeep handles
     (tens of lines a minute under load); its log filter now defaults to leaving that one out
-    (``mimir_core.store.LANCE_LOG_DEFAULT``), and a filter the user sets is kept."""
+    (``mimir_core.store.engine_log.LANCE_LOG_DEFAULT``), and a filter the user sets is kept."""
     import subprocess
     import sys
 
@@ -209,8 +209,8 @@ def test_a_lost_commit_is_not_reported_on_stderr_unless_the_user_asks(
 def test_any_first_import_of_the_engine_gets_the_default_log_filter(
     user_filter: str | None,
 ) -> None:
-    """The filter is set when the store package is imported, so a process whose first Lance
-    import is not a ``Store`` (``mimir doctor``'s integrity checks) gets it too."""
+    """The filter is set when a store module that loads the engine is imported, so a process
+    whose first Lance import is not a ``Store`` (``mimir doctor``'s integrity checks) gets it."""
     import subprocess
     import sys
 
