@@ -42,6 +42,7 @@ from .engine_log import quiet_lost_commits
 from .filters import Filter
 from .group_commit import GroupCommit
 from .locking import FileLock
+from .native_memory import release_free_memory
 from .sql import compile_where
 from .sql import sql_in as sql_in
 from .sql import sql_str as sql_str
@@ -514,6 +515,8 @@ class Store:
             #: Compaction commits that lost to a concurrent commit (:mod:`.compaction`): tests,
             #: the bench and doctor read it.
             self.conflicts = 0
+            #: Freed native memory handed back after upkeep (:mod:`.native_memory`).
+            self.trims = 0
             self._open(check_embedder)
         except (StoreError, EmbedderMismatchError):
             raise
@@ -1157,6 +1160,8 @@ class Store:
                 with self._write_errors(name):
                     self._retried(lambda: self._compact_tail(name))
                     self._cleanup(name, CLEANUP_AFTER)
+            if (fold or compact) and release_free_memory():
+                self.trims += 1
         except Exception as exc:
             log.warning("optimize of %s failed (will retry later): %s", name, exc)
 

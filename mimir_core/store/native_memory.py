@@ -1,0 +1,59 @@
+"""Handing freed native memory back to the system after upkeep.
+
+Why: the Lance engine allocates from many threads (its I/O and compute pools), and glibc's
+malloc gives each thread an arena of its own. Memory freed in those arenas stays in the process
+until something trims them, so a process that writes one record at a time grew by ~12 KB of
+private memory a write (12k single writes: 146 MB at 2k, 263 MB at 12k). ``malloc_trim(0)``
+returns the arenas' free pages: 263 -> 216 MB when called once at 12k. Upkeep calls it after a
+run that rewrote files (compaction, index folding: the largest short-lived allocations), at
+most once every :data:`TRIM_EVERY` seconds, on its own thread.
+
+Only glibc has ``malloc_trim``; elsewhere (musl, macOS, Windows) this does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+import time
+from typing import Any
+
+#: Fewest seconds between two trims (a trim walks every arena: ~1-5 ms of the upkeep thread).
+TRIM_EVERY = 2.0
+
+_LOCK = threading.Lock()
+_LIBC: list[Any] = []  # [] not looked up yet; [None] no malloc_trim here; [fn] the function
+_LAST = [0.0]
+
+
+def _malloc_trim() -> Any:
+    if not _LIBC:
+        fn = None
+        name = ctypes.util.find_library("c")
+        if name:
+            try:
+                fn = getattr(ctypes.CDLL(name), "malloc_trim", None)
+            except OSError:
+                fn = None
+        if fn is not None:
+            fn.argtypes = [ctypes.c_size_t]
+            fn.restype = ctypes.c_int
+        _LIBC.append(fn)
+    return _LIBC[0]
+
+
+def release_free_memory(*, force: bool = False) -> bool:
+    """Return freed heap memory to the system (glibc's ``malloc_trim(0)``); ``True`` if a trim
+    ran. Skipped when the last one ran less than :data:`TRIM_EVERY` seconds ago, unless
+    ``force``."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    with _LOCK:
+        now = time.monotonic()
+        if not force and now - _LAST[0] < TRIM_EVERY:
+            return False
+        _LAST[0] = now
+    trim(0)
+    return True
