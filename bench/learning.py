@@ -919,6 +919,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick and args.generic_quick:
         ap.error("--quick and --generic-quick are two configurations: pick one")
     base = QUICK if args.quick else GENERIC_QUICK if args.generic_quick else FULL
+    if args.first_seed < 0 or (args.first_seed and not args.seeds):
+        ap.error(f"--first-seed {args.first_seed}: needs --seeds N, and must be 0 or more")
     mode = "quick" if args.quick else "generic-quick" if args.generic_quick else ""
     default_streams = "dev,ops" if args.generic_quick else "dev"
     streams = _parse_list(args.stream or default_streams, tuple(STREAMS), "stream")

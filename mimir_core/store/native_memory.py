@@ -15,6 +15,7 @@ Only glibc has ``malloc_trim``; elsewhere (musl, macOS, Windows) this does nothi
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 import time
 from typing import Any
@@ -23,37 +24,35 @@ from typing import Any
 TRIM_EVERY = 2.0
 
 _LOCK = threading.Lock()
-_LIBC: list[Any] = []  # [] not looked up yet; [None] no malloc_trim here; [fn] the function
-_LAST = [0.0]
+_last_trim = 0.0
 
 
+@functools.cache
 def _malloc_trim() -> Any:
     """glibc's ``malloc_trim`` from the symbols already loaded (no library search, which would
     start a subprocess), or ``None``."""
-    with _LOCK:
-        if not _LIBC:
-            try:
-                fn = getattr(ctypes.CDLL(None), "malloc_trim", None)
-            except (OSError, TypeError):  # pragma: no cover - no dlopen(NULL) (Windows)
-                fn = None
-            if fn is not None:
-                fn.argtypes = [ctypes.c_size_t]
-                fn.restype = ctypes.c_int
-            _LIBC.append(fn)
-        return _LIBC[0]
+    try:
+        fn = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except (OSError, TypeError):  # pragma: no cover - no dlopen(NULL) (Windows)
+        return None
+    if fn is not None:
+        fn.argtypes = [ctypes.c_size_t]
+        fn.restype = ctypes.c_int
+    return fn
 
 
 def release_free_memory(*, force: bool = False) -> bool:
     """Return freed heap memory to the system (glibc's ``malloc_trim(0)``); ``True`` if a trim
     ran. Skipped when the last one ran less than :data:`TRIM_EVERY` seconds ago, unless
     ``force``."""
+    global _last_trim
     trim = _malloc_trim()
     if trim is None:
         return False
     with _LOCK:
         now = time.monotonic()
-        if not force and now - _LAST[0] < TRIM_EVERY:
+        if not force and now - _last_trim < TRIM_EVERY:
             return False
-        _LAST[0] = now
+        _last_trim = now
     trim(0)
     return True

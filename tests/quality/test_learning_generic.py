@@ -188,3 +188,7 @@ def test_the_cli_rejects_unknown_streams_and_arms() -> None:
         main(["--stream", "prod", "--tasks", "10", "--seeds", "1"])
     with pytest.raises(SystemExit):
         main(["--arms", "cold,genius", "--tasks", "10", "--seeds", "1"])
+    with pytest.raises(SystemExit):  # a block of seeds needs its size
+        main(["--first-seed", "24", "--tasks", "10"])
+    with pytest.raises(SystemExit):
+        main(["--first-seed", "-1", "--seeds", "1", "--tasks", "10"])

@@ -179,6 +179,14 @@ m.close()
 """
 
 
+def _environment(user_filter: str | None) -> dict[str, str]:
+    """This process's environment with ``LANCE_LOG`` as a user would leave it."""
+    env = {k: v for k, v in os.environ.items() if k != "LANCE_LOG"}
+    if user_filter is not None:
+        env["LANCE_LOG"] = user_filter
+    return env
+
+
 @pytest.mark.parametrize("user_filter", [None, "warn"])
 def test_a_lost_commit_is_not_reported_on_stderr_unless_the_user_asks(
     tmp_path: Path, user_filter: str | None
@@ -189,9 +197,7 @@ def test_a_lost_commit_is_not_reported_on_stderr_unless_the_user_asks(
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "LANCE_LOG"}
-    if user_filter is not None:
-        env["LANCE_LOG"] = user_filter
+    env = _environment(user_filter)
     done = subprocess.run(
         [sys.executable, "-c", LOSE_A_COMMIT, str(tmp_path / "home")],
         capture_output=True,
@@ -214,9 +220,7 @@ def test_any_first_import_of_the_engine_gets_the_default_log_filter(
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "LANCE_LOG"}
-    if user_filter is not None:
-        env["LANCE_LOG"] = user_filter
+    env = _environment(user_filter)
     probe = "import os, mimir_core.store.integrity, lance; print(os.environ['LANCE_LOG'])"
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120

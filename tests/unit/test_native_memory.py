@@ -76,5 +76,5 @@ def test_upkeep_trims_after_it_compacts(home: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_without_malloc_trim_nothing_happens(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(native_memory, "_LIBC", [None])  # musl, macOS, Windows
+    monkeypatch.setattr(native_memory, "_malloc_trim", lambda: None)  # musl, macOS, Windows
     assert native_memory.release_free_memory(force=True) is False
